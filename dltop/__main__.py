@@ -1,0 +1,5 @@
+import sys
+
+from dltop.cli import main
+
+sys.exit(main())

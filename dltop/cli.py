@@ -1,0 +1,102 @@
+"""Command line: ``dltop snapshot``, ``dltop jobs``.
+
+Bad input ends with one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Optional
+
+from dltop import __version__
+from dltop.errors import DltopError
+
+EXIT_USAGE = 2
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dltop", description="htop for PyTorch DataLoaders.")
+    parser.add_argument("--version", action="version", version=f"dltop {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    snap = commands.add_parser("snapshot", help="watch a job for a while and print one report")
+    snap.add_argument("--pid", type=int, required=True, help="the trainer, one of its workers, or its launcher")
+    snap.add_argument("--duration", type=_positive, default=3.0, help="seconds to watch (default 3)")
+    snap.add_argument("--interval", type=_positive, default=1.0, help="seconds between samples (default 1)")
+    snap.add_argument("--json", action="store_true", help="print the dltop.snapshot/1 JSON document")
+
+    jobs = commands.add_parser("jobs", help="list the training jobs on this machine")
+    jobs.add_argument("--json", action="store_true")
+    return parser
+
+
+def run_snapshot(args: argparse.Namespace) -> int:
+    from dltop.collect.collector import Collector
+    from dltop.text_report import render
+    from dltop.window import summarize
+
+    collector = Collector(args.pid)
+    interval = min(args.interval, args.duration)
+    start = time.monotonic()
+    ticks = [collector.tick()]
+    try:
+        while ticks[-1].job.state == "running" and time.monotonic() - start < args.duration - 1e-3:
+            next_at = start + len(ticks) * interval
+            time.sleep(max(0.0, min(next_at, start + args.duration) - time.monotonic()))
+            ticks.append(collector.tick())
+    except KeyboardInterrupt:
+        pass  # report what was seen so far
+    report = summarize(ticks)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else render(report))
+    return 0
+
+
+def run_jobs(args: argparse.Namespace) -> int:
+    from dltop.collect.gpu import GpuSampler
+    from dltop.collect.jobs import list_jobs
+
+    jobs = list_jobs(GpuSampler())
+    if args.json:
+        print(json.dumps({"schema": "dltop.jobs/1", "jobs": [j.to_dict() for j in jobs]}, indent=2))
+        return 0
+    if not jobs:
+        print("no PyTorch training jobs found (processes with DataLoader workers, torch loaded or a GPU)")
+        return 0
+    print(f"{'PID':>7} {'USER':<10} {'RANKS':>5} {'WORKERS':>7} {'GPU MEM':>8}  COMMAND")
+    for job in jobs:
+        gpu = f"{job.gpu_mem_bytes / 2**20:.0f}M" if job.gpu_mem_bytes else "-"
+        print(f"{job.pid:>7} {job.user or '?':<10} {len(job.trainer_pids):>5} {job.workers:>7} {gpu:>8}  {job.cmdline}")
+    return 0
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"snapshot": run_snapshot, "jobs": run_jobs}
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return handlers[args.command](args)
+    except DltopError as error:
+        print(f"dltop: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `dltop snapshot ... | head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Per-process figures of one tick: CPU, memory (USS/PSS from smaps_rollup), fds, I/O rates.
+
+psutil's ``oneshot()`` batches the reads per process (as nvitop does); counters are turned
+into rates against the previous tick. A reading the kernel refuses (another user's process)
+becomes ``None`` plus a reason in ``unavailable``; the other readings still show.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from types import SimpleNamespace
+from typing import Callable, Optional
+
+import psutil
+
+from dltop.collect import procfs
+from dltop.collect.procs import Member
+from dltop.model import ProcessSample
+
+_ZERO_IO = SimpleNamespace(read_bytes=0, write_bytes=0, read_chars=0, write_chars=0)
+
+
+def iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="seconds")
+
+
+def _denied_reason(proc: psutil.Process) -> str:
+    try:
+        owner = proc.username()
+    except psutil.Error:
+        owner = "another user"
+    return f"permission denied (process of {owner}; run dltop as that user or root)"
+
+
+class ProcessSampler:
+    """Keeps the previous counters of each process so each tick reports rates."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+        self._clock, self._wall = clock, wall
+        self._procs: dict = {}  # (pid, start_ticks) -> psutil.Process
+        self._previous: dict = {}  # (pid, start_ticks) -> (t, cpu_s, io counters or None)
+
+    def forget_except(self, alive_keys: set) -> None:
+        for key in list(self._procs):
+            if key not in alive_keys:
+                self._procs.pop(key, None)
+                self._previous.pop(key, None)
+
+    def sample(self, member: Member, stat: procfs.Stat, cmdline: str, rank: Optional[int]) -> Optional[ProcessSample]:
+        """Figures of one process now; None if it vanished while we read it."""
+        key = (member.pid, stat.start_ticks)
+        base = dict(
+            pid=member.pid,
+            ppid=stat.ppid,
+            role=member.role,
+            trainer_pid=member.trainer_pid,
+            name=stat.comm,
+            cmdline=cmdline,
+            rank=rank,
+        )
+        if stat.state == "Z":
+            code = procfs.decode_exit_status(stat.exit_status) if stat.exit_status is not None else None
+            return ProcessSample(**base, state="zombie", exit_code=code)
+        try:
+            proc = self._procs.get(key) or psutil.Process(member.pid)
+            self._procs[key] = proc
+            return self._read(proc, key, base)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, FileNotFoundError, ProcessLookupError):
+            return None
+
+    def _read(self, proc: psutil.Process, key: tuple, base: dict) -> ProcessSample:
+        unavailable: dict = {}
+        figures: dict = {}
+        now = self._clock()
+        with proc.oneshot():
+            status = proc.status()
+            times = proc.cpu_times()
+            cpu_s = times.user + times.system
+            figures["num_threads"] = proc.num_threads()
+            figures["started_at"] = iso(proc.create_time())
+            try:
+                figures["user"] = proc.username()
+            except (psutil.AccessDenied, KeyError):
+                pass
+            try:
+                mem = proc.memory_full_info()  # smaps_rollup: cheap on kernels >= 4.14
+                figures.update(rss_bytes=mem.rss, uss_bytes=mem.uss, pss_bytes=getattr(mem, "pss", None))
+            except psutil.AccessDenied:
+                figures["rss_bytes"] = proc.memory_info().rss
+                unavailable["uss_bytes"] = unavailable["pss_bytes"] = _denied_reason(proc)
+            try:
+                figures["num_fds"] = proc.num_fds()
+            except psutil.AccessDenied:
+                unavailable["num_fds"] = _denied_reason(proc)
+            try:
+                io = proc.io_counters()
+            except psutil.AccessDenied:
+                io = None
+                for name in ("read_bytes_per_s", "write_bytes_per_s", "read_chars_per_s", "write_chars_per_s"):
+                    unavailable[name] = _denied_reason(proc)
+        try:
+            figures["fd_limit"] = procfs.read_nofile_soft_limit(proc.pid)
+        except PermissionError:
+            unavailable["fd_limit"] = _denied_reason(proc)
+
+        previous = self._previous.get(key)
+        self._previous[key] = (now, cpu_s, io)
+        if previous is None:
+            # First sight: rates over the process's life so far, which for a worker that started
+            # since the last tick (respawning workers) is exactly the figure wanted.
+            age = self._wall() - proc.create_time()
+            previous = (now - max(age, 1e-3), 0.0, _ZERO_IO if io is not None else None)
+        then, prev_cpu, prev_io = previous
+        dt = max(now - then, 1e-6)
+        figures["cpu_percent"] = max(0.0, (cpu_s - prev_cpu) / dt * 100)
+        if io is not None and prev_io is not None:
+            figures.update(
+                read_bytes_per_s=(io.read_bytes - prev_io.read_bytes) / dt,
+                write_bytes_per_s=(io.write_bytes - prev_io.write_bytes) / dt,
+                read_chars_per_s=(io.read_chars - prev_io.read_chars) / dt,
+                write_chars_per_s=(io.write_chars - prev_io.write_chars) / dt,
+            )
+        return ProcessSample(**base, state=status, unavailable=unavailable, **figures)

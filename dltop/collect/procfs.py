@@ -1,0 +1,136 @@
+"""Small readers for /proc files that psutil does not expose (or exposes too expensively).
+
+Each reader takes a pid and returns parsed values; the parsers are separate functions so
+tests can feed them recorded file contents. Readers raise OSError (FileNotFoundError when
+the process is gone, PermissionError for another user's process): callers decide what an
+unreadable file means.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+PROC = Path("/proc")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Stat:
+    """The fields of /proc/<pid>/stat that discovery needs."""
+
+    pid: int
+    comm: str
+    state: str  # one letter: R S D Z T t X I
+    ppid: int
+    start_ticks: int  # since boot, in clock ticks
+    exit_status: Optional[int]  # raw waitpid-style status (field 52), kernels >= 3.5
+
+
+def parse_stat(text: str) -> Stat:
+    # comm may hold spaces and parentheses: it ends at the *last* ')'.
+    head, _, tail = text.rpartition(")")
+    pid_text, _, comm = head.partition(" (")
+    rest = tail.split()
+    exit_status = int(rest[49]) if len(rest) > 49 else None
+    return Stat(int(pid_text), comm, rest[0], int(rest[1]), int(rest[19]), exit_status)
+
+
+def read_stat(pid: int) -> Stat:
+    return parse_stat((PROC / str(pid) / "stat").read_text())
+
+
+def decode_exit_status(status: int) -> int:
+    """waitpid status -> exit code, or minus the signal number that killed the process."""
+    signal = status & 0x7F
+    return -signal if signal else (status >> 8) & 0xFF
+
+
+def read_cmdline(pid: int) -> list:
+    raw = (PROC / str(pid) / "cmdline").read_bytes()
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def parse_nofile_soft_limit(text: str) -> Optional[int]:
+    """The soft 'Max open files' of /proc/<pid>/limits; None when unlimited."""
+    for line in text.splitlines():
+        if line.startswith("Max open files"):
+            soft = line[len("Max open files") :].split()[0]
+            return None if soft == "unlimited" else int(soft)
+    return None
+
+
+def read_nofile_soft_limit(pid: int) -> Optional[int]:
+    # /proc/<pid>/limits is world-readable, unlike prlimit() on another user's process.
+    return parse_nofile_soft_limit((PROC / str(pid) / "limits").read_text())
+
+
+def parse_nspid(status_text: str) -> list:
+    """The NSpid line: the pid in each pid namespace, outermost (ours) first."""
+    for line in status_text.splitlines():
+        if line.startswith("NSpid:"):
+            return [int(p) for p in line.split()[1:]]
+    return []
+
+
+def read_nspid(pid: int) -> list:
+    return parse_nspid((PROC / str(pid) / "status").read_text())
+
+
+def read_environ(pid: int, keys: tuple) -> dict:
+    """The named variables of a process's initial environment (needs ptrace-read rights)."""
+    raw = (PROC / str(pid) / "environ").read_bytes()
+    found = {}
+    for entry in raw.split(b"\0"):
+        key, sep, value = entry.partition(b"=")
+        if sep and key.decode(errors="replace") in keys:
+            found[key.decode()] = value.decode(errors="replace")
+    return found
+
+
+def thread_names(pid: int) -> list:
+    names = []
+    for task in os.scandir(PROC / str(pid) / "task"):
+        try:
+            names.append(Path(task.path, "comm").read_text().rstrip("\n"))
+        except OSError:
+            continue  # the thread ended while we listed them
+    return names
+
+
+_TORCH_LIB = re.compile(r"(/\S*/torch)/lib/libtorch\S*\.so")
+_VERSION = re.compile(r"""__version__\s*=\s*['"]([^'"]+)['"]""")
+
+
+def torch_dir_from_maps(maps_text: str) -> Optional[str]:
+    match = _TORCH_LIB.search(maps_text)
+    return match.group(1) if match else None
+
+
+def read_torch_version(pid: int) -> Optional[str]:
+    """The version of torch mapped into a process, or None when torch is not loaded.
+
+    Reads /proc/<pid>/maps (same rights as ptrace-read) to find libtorch, then the
+    ``version.py`` beside it, through /proc/<pid>/root so containers' paths resolve.
+    """
+    torch_dir = torch_dir_from_maps((PROC / str(pid) / "maps").read_text())
+    if torch_dir is None:
+        return None
+    for root in (PROC / str(pid) / "root", Path("/")):
+        try:
+            match = _VERSION.search((root / torch_dir.lstrip("/") / "version.py").read_text())
+        except OSError:
+            continue
+        if match:
+            return match.group(1)
+    return "unknown"
+
+
+def boot_time() -> float:
+    for line in (PROC / "stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    raise OSError("no btime in /proc/stat")

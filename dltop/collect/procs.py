@@ -1,0 +1,384 @@
+"""Find a training job's processes and say what each one is (DESIGN.md §3).
+
+Works from /proc alone: names (``pt_data_worker`` on torch >= 2.5), command lines
+(spawn/forkserver/launchers) and ancestry, so it finds workers under every start method
+and torch version. Stacks (collect/stacks.py) refine this later; nothing here pauses or
+signals the job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from dltop.collect import procfs
+from dltop.errors import DltopError
+
+WORKER_COMMS = ("pt_data_worker", "pt_multiprocess")
+PIN_THREAD_COMMS = ("pt_data_pin",)
+NAMED_SINCE = (2, 5)  # torch names worker processes and the pin thread from this version
+RANK_KEYS = ("RANK", "LOCAL_RANK")
+
+_LAUNCHER = re.compile(
+    r"(^|[/\s])torchrun(\s|$)|torch\.distributed\.(run|launch)|torch\.distributed\.elastic"
+    r"|(^|[/\s])accelerate\s+launch|deepspeed\.launcher|(^|[/\s])deepspeed(\s|$)"
+)
+_HELPER_CMDLINES = (
+    "multiprocessing.resource_tracker",
+    "multiprocessing.semaphore_tracker",
+    "torch._inductor.compile_worker",
+    "torch/_inductor/compile_worker",
+)
+_SPAWN_CHILD = "multiprocessing.spawn import spawn_main"
+_FORKSERVER = "multiprocessing.forkserver"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One process of a job and what it is."""
+
+    pid: int
+    ppid: int
+    role: str  # launcher | trainer | worker | helper
+    trainer_pid: Optional[int]
+    start_method: Optional[str] = None  # workers only
+
+
+@dataclass(frozen=True)
+class JobTree:
+    root_pid: int
+    requested_pid: int
+    members: dict  # pid -> Member
+    torch_version: Optional[str]
+
+    @property
+    def trainer_pids(self) -> list:
+        return sorted(p for p, m in self.members.items() if m.role == "trainer")
+
+    @property
+    def launcher_pid(self) -> Optional[int]:
+        root = self.members.get(self.root_pid)
+        return self.root_pid if root is not None and root.role == "launcher" else None
+
+    @property
+    def names_expected(self) -> bool:
+        """True when this torch names its worker processes (so an unnamed child is not one)."""
+        return (version_tuple(self.torch_version) or (0, 0)) >= NAMED_SINCE
+
+    def workers_of(self, trainer_pid: int) -> list:
+        return sorted(p for p, m in self.members.items() if m.role == "worker" and m.trainer_pid == trainer_pid)
+
+
+@dataclass
+class ProcessTable:
+    """Every process on the machine from one pass over /proc/*/stat: the tree to walk."""
+
+    stats: dict = field(default_factory=dict)  # pid -> procfs.Stat
+    children: dict = field(default_factory=dict)  # pid -> [pid]
+
+    @classmethod
+    def scan(cls) -> ProcessTable:
+        table = cls()
+        for entry in os.scandir(procfs.PROC):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = procfs.read_stat(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue  # exited between listdir and read
+            table.stats[stat.pid] = stat
+            table.children.setdefault(stat.ppid, []).append(stat.pid)
+        return table
+
+    def descendants(self, pid: int) -> list:
+        found, todo = [], list(self.children.get(pid, ()))
+        while todo:
+            child = todo.pop()
+            found.append(child)
+            todo.extend(self.children.get(child, ()))
+        return found
+
+
+def version_tuple(version: Optional[str]) -> Optional[tuple]:
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def is_python(comm: str, cmdline: list) -> bool:
+    argv0 = os.path.basename(cmdline[0]) if cmdline else ""
+    return argv0.startswith("python") or comm.startswith(("python", "pt_"))
+
+
+class Discovery:
+    """Resolves a pid to its job and re-walks the job's tree every tick.
+
+    Caches what cannot change for a process (command line, torch version), keyed by pid and
+    start time so a reused pid is never confused with the process that had it before.
+    """
+
+    def __init__(self) -> None:
+        self._cmdlines: dict = {}
+        self._torch: dict = {}
+        self._ranks: dict = {}
+        self.table = ProcessTable()
+
+    # -- facts about one process (cached) --------------------------------------------
+
+    def _key(self, pid: int) -> tuple:
+        stat = self.table.stats.get(pid)
+        return (pid, stat.start_ticks if stat else None)
+
+    def cmdline(self, pid: int) -> list:
+        key = self._key(pid)
+        if key not in self._cmdlines:
+            try:
+                self._cmdlines[key] = procfs.read_cmdline(pid)
+            except OSError:
+                self._cmdlines[key] = []
+        return self._cmdlines[key]
+
+    def torch_version(self, pid: int) -> Optional[str]:
+        """torch's version if loaded; None if not; 'denied' when maps cannot be read."""
+        key = self._key(pid)
+        if key not in self._torch:
+            try:
+                self._torch[key] = procfs.read_torch_version(pid)
+            except PermissionError:
+                self._torch[key] = "denied"
+            except OSError:
+                self._torch[key] = None
+        return self._torch[key]
+
+    def rank_env(self, pid: int) -> dict:
+        key = self._key(pid)
+        if key not in self._ranks:
+            try:
+                self._ranks[key] = procfs.read_environ(pid, RANK_KEYS)
+            except OSError:
+                self._ranks[key] = {}
+        return self._ranks[key]
+
+    def rank(self, pid: int) -> Optional[int]:
+        value = self.rank_env(pid).get("RANK")
+        return int(value) if value and value.isdigit() else None
+
+    def _text(self, pid: int) -> str:
+        return " ".join(self.cmdline(pid))
+
+    def _comm(self, pid: int) -> str:
+        stat = self.table.stats.get(pid)
+        return stat.comm if stat else ""
+
+    def _ppid(self, pid: int) -> int:
+        stat = self.table.stats.get(pid)
+        return stat.ppid if stat else 0
+
+    # -- what a process is, from itself and its parent -------------------------------
+
+    def is_launcher(self, pid: int) -> bool:
+        return bool(_LAUNCHER.search(self._text(pid)))
+
+    def is_forkserver(self, pid: int) -> bool:
+        return _FORKSERVER in self._text(pid) and _FORKSERVER not in self._text(self._ppid(pid))
+
+    def _is_helper_process(self, pid: int) -> bool:
+        text = self._text(pid)
+        return (
+            any(marker in text for marker in _HELPER_CMDLINES)
+            or self._comm(pid).startswith("torch_shm_manag")
+            or self.is_forkserver(pid)
+        )
+
+    def has_torch(self, pid: int) -> Optional[bool]:
+        version = self.torch_version(pid)
+        return None if version == "denied" else version is not None
+
+    def worker_start_method(self, pid: int, names_expected: bool) -> Optional[str]:
+        """How this process was started if it is a DataLoader worker, else None."""
+        comm, parent = self._comm(pid), self._ppid(pid)
+        named = comm.startswith(WORKER_COMMS)
+        if _SPAWN_CHILD in self._text(pid):
+            method = "spawn"
+        elif _FORKSERVER in self._text(pid) and self.is_forkserver(parent):
+            method = "forkserver"
+        elif self.cmdline(pid) == self.cmdline(parent) and is_python(self._comm(parent), self.cmdline(parent)):
+            method = "fork"
+        else:
+            return "fork" if named else None  # a named worker whose parent went away
+        if named:
+            return method
+        if names_expected:
+            return None  # this torch names its workers: an unnamed child is something else
+        # Old torch: an unnamed child is a worker unless it is a rank of its own (Lightning, mp.spawn).
+        own = self.rank_env(pid)
+        return None if own and own != self.rank_env(parent) else method
+
+    # -- resolving a pid to a job ----------------------------------------------------
+
+    def resolve(self, pid: int) -> JobTree:
+        """The job that ``pid`` belongs to; DltopError when there is none."""
+        self.table = ProcessTable.scan()
+        if pid <= 0:
+            raise DltopError(f"no process with pid {pid}")
+        if pid not in self.table.stats:
+            raise DltopError(f"no process with pid {pid}")
+        root = self.root_of(pid)
+        tree = self.walk(root, pid)
+        if not tree.trainer_pids:
+            raise DltopError(self._not_a_job_reason(pid))
+        if tree.launcher_pid == 1:
+            raise DltopError("pid 1 is this machine's init, not a training job: pick one from `dltop jobs`")
+        return tree
+
+    def refresh(self, tree: JobTree) -> JobTree:
+        """Walk the job again: workers come and go, ranks may restart."""
+        self.table = ProcessTable.scan()
+        if tree.root_pid in self.table.stats:
+            return self.walk(tree.root_pid, tree.requested_pid, known=tree)
+        # The root is gone; follow the trainers it left behind (reparented to init or a subreaper).
+        survivors = [p for p in tree.trainer_pids if p in self.table.stats]
+        members: dict = {}
+        for trainer in survivors:
+            members.update(self.walk(trainer, tree.requested_pid, known=tree).members)
+        return JobTree(tree.root_pid, tree.requested_pid, members, tree.torch_version)
+
+    def root_of(self, pid: int) -> int:
+        """From any process of a job up to its root: out of workers and helpers, up to a launcher."""
+        current = pid
+        while True:
+            parent = self._ppid(current)
+            if parent <= 1 or parent not in self.table.stats:
+                return current
+            if self.worker_start_method(current, names_expected=False) or self._is_helper_process(current):
+                current = self.is_forkserver(parent) and self._ppid(parent) or parent
+            elif self.is_launcher(parent) or (
+                _SPAWN_CHILD in self._text(current) and self.has_torch(parent) is not False
+            ):
+                current = parent  # a torchrun rank, or an mp.spawn rank
+            else:
+                return current
+
+    def walk(self, root: int, requested: int, known: Optional[JobTree] = None) -> JobTree:
+        pids = [root, *self.table.descendants(root)]
+        # Known workers outlive their trainer when stuck in user code: keep watching them.
+        if known is not None:
+            pids += [p for p, m in known.members.items() if p not in pids and p in self.table.stats]
+        torch_version = known.torch_version if known else None
+        if torch_version is None:
+            pythons = [p for p in pids if is_python(self._comm(p), self.cmdline(p))]
+            torch_version = next(
+                (v for v in map(self.torch_version, [requested, *pythons]) if v not in (None, "denied")), None
+            )
+        named = JobTree(root, requested, {}, torch_version).names_expected
+        return JobTree(root, requested, self._prune(self._classify(pids, root, named), root), torch_version)
+
+    def _prune(self, members: dict, root: int) -> dict:
+        """Under a launcher keep only the trainers' subtrees and the chain down to them.
+
+        A shell or torchrun has other children too (an editor, a log tailer): not the job.
+        """
+        kept = {pid for pid, m in members.items() if m.trainer_pid is not None}
+        for pid in list(kept):
+            current = self._ppid(pid)
+            while current in members and current not in kept:
+                kept.add(current)
+                current = self._ppid(current)
+        kept.add(root)
+        return {pid: m for pid, m in members.items() if pid in kept}
+
+    def _classify(self, pids: Iterable[int], root: int, names_expected: bool) -> dict:
+        pids = list(pids)
+        methods = {p: self.worker_start_method(p, names_expected) for p in pids}
+        candidates = {
+            p
+            for p in pids
+            if not methods[p]
+            and not self._is_helper_process(p)
+            and not self.is_launcher(p)
+            and is_python(self._comm(p), self.cmdline(p))
+            and self.has_torch(p) is not False
+        }
+        inside_worker = {d for p in pids if methods[p] for d in self.table.descendants(p)}
+        candidates -= inside_worker
+        workers = {p for p in pids if methods[p] and p not in inside_worker}
+
+        def nearest(pid: int, among: set) -> Optional[int]:
+            current = self._ppid(pid)
+            while current > 1:
+                if current in among:
+                    return current
+                current = self._ppid(current)
+            return None
+
+        # A torch process that only parents other ranks (mp.spawn's main) is their launcher.
+        has_workers = {nearest(w, candidates) for w in workers}
+        parents_of_ranks = {nearest(c, candidates) for c in candidates} - {None}
+        launchers = {
+            p
+            for p in pids
+            if self.is_launcher(p) or (p in parents_of_ranks and p not in has_workers and self.rank(p) is None)
+        }
+        trainers = candidates - launchers
+        members = {}
+        for pid in pids:
+            if pid in launchers or (pid == root and pid not in trainers and pid not in workers):
+                role = "launcher"
+            elif pid in trainers:
+                role = "trainer"
+            elif pid in workers:
+                role = "worker"
+            else:
+                role = "helper"
+            trainer = pid if role == "trainer" else nearest(pid, trainers) if role != "launcher" else None
+            if role == "worker" and trainer is None:
+                role = "helper"  # not a DataLoader worker of anything we watch
+            members[pid] = Member(pid, self._ppid(pid), role, trainer, methods[pid] if role == "worker" else None)
+        return members
+
+    def _not_a_job_reason(self, pid: int) -> str:
+        cmd = self._text(pid) or self._comm(pid)
+        if self.torch_version(pid) == "denied":
+            return (
+                f"cannot inspect pid {pid} ({_short(cmd)}): permission denied; run dltop as the job's user or as root"
+            )
+        return (
+            f"pid {pid} ({_short(cmd)}) is not a PyTorch training job: "
+            "no process in its tree has torch loaded or DataLoader workers"
+        )
+
+
+def _short(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def find_jobs(gpu_pids: Iterable[int] = ()) -> list:
+    """Every training job on this machine: trees holding DataLoader workers, torch or a GPU.
+
+    Used by ``dltop jobs`` and the TUI's picker. ``gpu_pids`` are local pids NVML says hold a GPU.
+    """
+    discovery = Discovery()
+    table = discovery.table = ProcessTable.scan()
+    me = os.getpid()
+    candidates = [
+        pid
+        for pid, stat in table.stats.items()
+        if pid != me
+        and stat.state != "Z"
+        and (
+            stat.comm.startswith(WORKER_COMMS)
+            or pid in set(gpu_pids)
+            or (is_python(stat.comm, discovery.cmdline(pid)) and discovery.has_torch(pid))
+        )
+    ]
+    jobs, covered = [], set()
+    for pid in sorted(candidates):
+        if pid in covered:
+            continue
+        root = discovery.root_of(pid)
+        tree = discovery.walk(root, root)
+        covered.update(tree.members)
+        if tree.trainer_pids:
+            jobs.append(tree)
+    return jobs

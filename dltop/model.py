@@ -1,0 +1,184 @@
+"""Plain data that flows from the collectors to every presenter (DESIGN.md §1-2).
+
+Frozen dataclasses, no I/O. A figure that could not be read is ``None`` and the process's
+``unavailable`` map says why, so one missing reading never hides the others (nvitop's NA
+idea, expressed in JSON as ``null`` plus a reason).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+SCHEMA = "dltop.snapshot/1"
+
+ROLES = ("launcher", "trainer", "worker", "helper")
+START_METHODS = ("fork", "spawn", "forkserver", "unknown")
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    """One process of the job at one tick."""
+
+    pid: int
+    ppid: int
+    role: str
+    trainer_pid: Optional[int]
+    name: str
+    cmdline: str
+    state: str
+    cpu_percent: Optional[float] = None  # 100 = one core
+    rss_bytes: Optional[int] = None
+    uss_bytes: Optional[int] = None
+    pss_bytes: Optional[int] = None
+    num_fds: Optional[int] = None
+    fd_limit: Optional[int] = None
+    num_threads: Optional[int] = None
+    read_bytes_per_s: Optional[float] = None  # from storage (/proc/<pid>/io read_bytes)
+    write_bytes_per_s: Optional[float] = None
+    read_chars_per_s: Optional[float] = None  # every read() incl. page cache and pipes (rchar)
+    write_chars_per_s: Optional[float] = None
+    started_at: Optional[str] = None
+    exit_code: Optional[int] = None  # zombies only: >= 0 exit status, < 0 killed by that signal
+    rank: Optional[int] = None
+    user: Optional[str] = None
+    activity: str = "unknown"
+    stack: Optional[list] = None
+    unavailable: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExitedWorker:
+    """A worker that was seen and then went away: the raw material of worker-died/respawn findings."""
+
+    pid: int
+    trainer_pid: int
+    seen_for_s: float
+    gone_at: str
+    exit_code: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class LoaderSample:
+    """The DataLoader workers of one trainer (one entry per trainer until stacks can split loaders)."""
+
+    trainer_pid: int
+    num_workers: int
+    worker_pids: list
+    persistent_workers: Optional[bool]
+    pin_memory: Optional[bool]
+    start_method: str
+    data_wait_percent: Optional[float]
+    worker_respawns: int
+    workers_exited: list = field(default_factory=list)  # ExitedWorker
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    pid: int  # the job's root: the launcher, or the trainer when there is none
+    requested_pid: int
+    cmdline: str
+    state: str  # running | exited
+    start_method: str
+    trainer_pids: list
+    launcher_pid: Optional[int] = None
+    torch_version: Optional[str] = None
+    started_at: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class SystemSample:
+    cpus_logical: int
+    cpus_physical: Optional[int]
+    cpus_allowed: float  # affinity, capped by the cgroup CPU quota
+    cpu_affinity: list
+    cpu_quota: Optional[float]
+    load_1m: float
+    mem_total_bytes: int
+    mem_available_bytes: int
+    mem_limit_bytes: Optional[int]  # cgroup memory.max, when set
+    swap_used_bytes: int
+    shm_total_bytes: Optional[int]
+    shm_used_bytes: Optional[int]
+    cpu_busy_percent: Optional[float] = None  # host-wide, 100 = all logical CPUs
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int  # the pid as this machine's /proc sees it
+    used_memory_bytes: Optional[int]
+    sm_util_percent: Optional[float]
+    nvml_pid: Optional[int] = None  # as NVML reported it (the host's pid namespace)
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    index: int
+    name: str
+    util_percent: Optional[float]
+    mem_used_bytes: Optional[int]
+    mem_total_bytes: Optional[int]
+    pcie_rx_bytes_per_s: Optional[float]
+    pcie_tx_bytes_per_s: Optional[float]
+    power_w: Optional[float]
+    temperature_c: Optional[float]
+    processes: list = field(default_factory=list)  # GpuProcess of this job only
+
+
+@dataclass(frozen=True)
+class DiskSample:
+    device: str
+    reads_per_s: float
+    writes_per_s: float
+    read_bytes_per_s: float
+    write_bytes_per_s: float
+    r_await_ms: Optional[float]
+    w_await_ms: Optional[float]
+    aqu_sz: float
+    util_percent: float
+    used_by_job: bool
+    name: Optional[str] = None  # dm devices: their mapper name
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: str  # info | warning | error
+    title: str
+    detail: str
+    pids: list
+    evidence: dict
+    suggestion: str
+    bench_args: Optional[list] = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    taken_at: str
+    window_s: float
+    job: JobInfo
+    system: Optional[SystemSample]
+    processes: list  # ProcessSample
+    loaders: list  # LoaderSample
+    gpus: list  # GpuSample
+    gpu_status: str
+    disks: list  # DiskSample
+    findings: list = field(default_factory=list)  # Finding
+    schema: str = SCHEMA
+
+    def to_dict(self) -> dict:
+        """The JSON contract of DESIGN.md §2 (schema first, floats rounded for people)."""
+        data = _clean(dataclasses.asdict(self))
+        return {"schema": data.pop("schema"), **data}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else round(value, 2)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value

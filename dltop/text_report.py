@@ -1,0 +1,87 @@
+"""The plain-text form of a report Snapshot, for ``dltop snapshot`` without ``--json``."""
+
+from __future__ import annotations
+
+from dltop.model import Snapshot
+from dltop.units import NA, cpu_list, human_bytes, number, percent
+
+GPU_STATUS_TEXT = {
+    "no-nvml": "no NVIDIA GPU (NVML library not found)",
+    "no-devices": "no NVIDIA GPU (NVML sees no devices)",
+}
+
+
+def _fds(num: object, limit: object) -> str:
+    return f"{num if num is not None else NA}/{limit if limit is not None else '∞'}"
+
+
+def render(snapshot: Snapshot) -> str:
+    job, system = snapshot.job, snapshot.system
+    lines = [
+        f"job {job.pid} · {job.state} · start method {job.start_method} · torch {job.torch_version or NA}"
+        f" · window {snapshot.window_s:.1f}s · {snapshot.taken_at}",
+        f"  {job.cmdline}",
+    ]
+    if job.launcher_pid:
+        lines.append(f"  launcher {job.launcher_pid}, trainers (ranks) {', '.join(map(str, job.trainer_pids))}")
+    if system:
+        quota = f", quota {system.cpu_quota:g}" if system.cpu_quota else ""
+        lines.append(
+            f"system: CPUs allowed {system.cpus_allowed:g} of {system.cpus_logical}"
+            f" (affinity {cpu_list(system.cpu_affinity)}{quota}) · load {system.load_1m:.2f}"
+            f" · mem available {human_bytes(system.mem_available_bytes)}"
+            f" of {human_bytes(system.mem_total_bytes)} · swap used {human_bytes(system.swap_used_bytes)}"
+            f" · /dev/shm {human_bytes(system.shm_used_bytes)} of {human_bytes(system.shm_total_bytes)}"
+        )
+    if snapshot.gpu_status != "ok":
+        lines.append(f"gpu: {GPU_STATUS_TEXT.get(snapshot.gpu_status, snapshot.gpu_status)}")
+    for gpu in snapshot.gpus:
+        mine = sum(p.used_memory_bytes or 0 for p in gpu.processes)
+        lines.append(
+            f"gpu {gpu.index} {gpu.name}: util {percent(gpu.util_percent)} · mem {human_bytes(gpu.mem_used_bytes)}"
+            f" of {human_bytes(gpu.mem_total_bytes)} (job {human_bytes(mine)}) · pcie rx"
+            f" {human_bytes(gpu.pcie_rx_bytes_per_s, '/s')} tx {human_bytes(gpu.pcie_tx_bytes_per_s, '/s')}"
+            f" · {number(gpu.power_w, 0)} W · {number(gpu.temperature_c, 0)} °C"
+        )
+    lines.append("")
+    lines.append(
+        f"{'PID':>7} {'PPID':>7} {'ROLE':<8} {'STATE':<9} {'CPU%':>6} {'RSS':>7} {'USS':>7}"
+        f" {'FDS/LIMIT':>11} {'THR':>4} {'READ/s':>8} {'RCHAR/s':>8}  NAME"
+    )
+    for p in snapshot.processes:
+        state = p.state if p.exit_code is None else f"{p.state}({p.exit_code})"
+        lines.append(
+            f"{p.pid:>7} {p.ppid:>7} {p.role:<8} {state:<9} {number(p.cpu_percent):>6} {human_bytes(p.rss_bytes):>7}"
+            f" {human_bytes(p.uss_bytes):>7} {_fds(p.num_fds, p.fd_limit):>11} {p.num_threads or NA:>4}"
+            f" {human_bytes(p.read_bytes_per_s):>8} {human_bytes(p.read_chars_per_s):>8}  {p.name}"
+        )
+    lines.append("")
+    for loader in snapshot.loaders:
+        lines.append(
+            f"loader of trainer {loader.trainer_pid}: {loader.num_workers} workers ({loader.start_method})"
+            f" · respawns {loader.worker_respawns} · exited {len(loader.workers_exited)}"
+            f" · pin_memory {_tri(loader.pin_memory)} · persistent_workers {_tri(loader.persistent_workers)}"
+        )
+    if snapshot.disks:
+        lines.append("")
+        lines.append(
+            f"{'DEVICE':<12} {'r/s':>7} {'w/s':>7} {'rkB/s':>9} {'wkB/s':>9} {'r_await':>8} {'w_await':>8}"
+            f" {'aqu-sz':>7} {'%util':>6}"
+        )
+        for d in snapshot.disks:
+            mark = "*" if d.used_by_job else " "
+            lines.append(
+                f"{mark}{d.device:<11} {d.reads_per_s:>7.1f} {d.writes_per_s:>7.1f} {d.read_bytes_per_s / 1024:>9.1f}"
+                f" {d.write_bytes_per_s / 1024:>9.1f} {number(d.r_await_ms, 2):>8} {number(d.w_await_ms, 2):>8}"
+                f" {d.aqu_sz:>7.2f} {d.util_percent:>6.1f}"
+            )
+        lines.append("(* = a device the job has files open on)")
+    if snapshot.findings:
+        lines.append("")
+        for finding in snapshot.findings:
+            lines.append(f"[{finding.severity}] {finding.id}: {finding.title}")
+    return "\n".join(lines)
+
+
+def _tri(value: object) -> str:
+    return {True: "yes", False: "no"}.get(value, "unknown")  # type: ignore[arg-type]
