@@ -1,4 +1,4 @@
-"""Command line: ``dltop snapshot``, ``dltop jobs``.
+"""Command line: ``dltop snapshot``, ``dltop jobs``, ``dltop demo``.
 
 Bad input ends with one line on stderr and exit code 2, never a traceback.
 """
@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     jobs = commands.add_parser("jobs", help="list the training jobs on this machine")
     jobs.add_argument("--json", action="store_true")
+
+    demo = commands.add_parser("demo", help="start a bundled demo training job and watch it live")
+    demo.add_argument("--interval", type=_positive, default=1.0, help="seconds between refreshes (default 1)")
+    demo.add_argument("--duration", type=_positive, help="stop after this many seconds (default: Ctrl-C)")
     return parser
 
 
@@ -79,10 +83,22 @@ def run_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_demo(args: argparse.Namespace) -> int:
+    from dltop.demo.run import run_demo as run
+    from dltop.text_report import render
+
+    clear = "\033[H\033[2J" if sys.stdout.isatty() else ""
+
+    def show(snapshot) -> None:
+        print(f"{clear}{render(snapshot)}\n\n(dltop demo: Ctrl-C stops the demo job and its workers)", flush=True)
+
+    return run(args.interval, args.duration, show)
+
+
 def main(argv: Optional[list] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"snapshot": run_snapshot, "jobs": run_jobs}
+    handlers = {"snapshot": run_snapshot, "jobs": run_jobs, "demo": run_demo}
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE

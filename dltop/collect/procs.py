@@ -21,9 +21,13 @@ PIN_THREAD_COMMS = ("pt_data_pin",)
 NAMED_SINCE = (2, 5)  # torch names worker processes and the pin thread from this version
 RANK_KEYS = ("RANK", "LOCAL_RANK")
 
-_LAUNCHER = re.compile(
-    r"(^|[/\s])torchrun(\s|$)|torch\.distributed\.(run|launch)|torch\.distributed\.elastic"
-    r"|(^|[/\s])accelerate\s+launch|deepspeed\.launcher|(^|[/\s])deepspeed(\s|$)"
+LAUNCHER_PROGRAMS = ("torchrun", "deepspeed", "accelerate")
+LAUNCHER_MODULES = (
+    "torch.distributed.run",
+    "torch.distributed.launch",
+    "deepspeed.launcher.launch",
+    "deepspeed.launcher.runner",
+    "accelerate.commands.launch",
 )
 _HELPER_CMDLINES = (
     "multiprocessing.resource_tracker",
@@ -106,6 +110,21 @@ def version_tuple(version: Optional[str]) -> Optional[tuple]:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def is_launcher_cmdline(argv: list) -> bool:
+    """torchrun and friends, as a program (``torchrun``, ``python /usr/bin/torchrun``) or a module (``-m``)."""
+    if not argv:
+        return False
+    program = os.path.basename(argv[0])
+    if program in LAUNCHER_PROGRAMS:
+        return True
+    if not program.startswith("python"):
+        return False
+    args = [a for a in argv[1:] if a not in ("-u", "-B", "-O", "-OO", "-s", "-E", "-I")]
+    if len(args) >= 2 and args[0] == "-m":
+        return args[1] in LAUNCHER_MODULES
+    return bool(args) and os.path.basename(args[0]) in LAUNCHER_PROGRAMS
+
+
 def is_python(comm: str, cmdline: list) -> bool:
     argv0 = os.path.basename(cmdline[0]) if cmdline else ""
     return argv0.startswith("python") or comm.startswith(("python", "pt_"))
@@ -178,7 +197,7 @@ class Discovery:
     # -- what a process is, from itself and its parent -------------------------------
 
     def is_launcher(self, pid: int) -> bool:
-        return bool(_LAUNCHER.search(self._text(pid)))
+        return is_launcher_cmdline(self.cmdline(pid))
 
     def is_forkserver(self, pid: int) -> bool:
         return _FORKSERVER in self._text(pid) and _FORKSERVER not in self._text(self._ppid(pid))
@@ -291,18 +310,21 @@ class Discovery:
     def _classify(self, pids: Iterable[int], root: int, names_expected: bool) -> dict:
         pids = list(pids)
         methods = {p: self.worker_start_method(p, names_expected) for p in pids}
+        inside_worker = {d for p in pids if methods[p] for d in self.table.descendants(p)}
+        workers = {p for p in pids if methods[p] and p not in inside_worker}
+        # Where torch's presence cannot be read (another user's job), parenting workers is the proof.
+        parents = {self._ppid(w) for w in workers}
+        parents |= {self._ppid(p) for p in parents if self.is_forkserver(p)}
         candidates = {
             p
             for p in pids
             if not methods[p]
+            and p not in inside_worker
             and not self._is_helper_process(p)
             and not self.is_launcher(p)
             and is_python(self._comm(p), self.cmdline(p))
-            and self.has_torch(p) is not False
+            and (self.has_torch(p) or (self.has_torch(p) is None and p in parents))
         }
-        inside_worker = {d for p in pids if methods[p] for d in self.table.descendants(p)}
-        candidates -= inside_worker
-        workers = {p for p in pids if methods[p] and p not in inside_worker}
 
         def nearest(pid: int, among: set) -> Optional[int]:
             current = self._ppid(pid)

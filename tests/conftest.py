@@ -1,0 +1,38 @@
+"""Start real training jobs (CPU torch) in their own process group; kill the whole group after."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from tests.support import TRAIN, Job
+
+
+@pytest.fixture
+def start_job(tmp_path: Path):
+    """start_job(*train.py args, launcher=None) -> Job, with its ground-truth report directory."""
+    jobs: list = []
+
+    def start(*args: str, launcher: Optional[list] = None, env: Optional[dict] = None) -> Job:
+        report = tmp_path / f"report-{len(jobs)}"
+        report.mkdir()
+        command = [*(launcher or [sys.executable]), str(TRAIN), "--report", str(report), *args]
+        proc = subprocess.Popen(
+            command,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=open(report / "stderr.txt", "w"),
+            env={**os.environ, **(env or {})},
+        )
+        job = Job(proc, report)
+        jobs.append(job)
+        return job
+
+    yield start
+    for job in jobs:
+        job.stop()

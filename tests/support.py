@@ -1,0 +1,122 @@
+"""Helpers for tests that start real training jobs and run the dltop CLI.
+
+Each job writes its ground truth (trainer and worker pids) to a report directory, so tests
+compare what dltop found with what really ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = ROOT / "tests" / "jobs" / "train.py"
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, every: float = 0.1):
+    """Poll until ``predicate`` is truthy; fail the test with ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+class Job:
+    def __init__(self, proc: subprocess.Popen, report: Path):
+        self.proc = proc
+        self.report = report
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def records(self, kind: str) -> list:
+        found = []
+        for path in self.report.glob(f"{kind}-*.json"):
+            try:
+                found.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                continue  # being written
+        return found
+
+    def trainers(self) -> list:
+        return sorted(r["pid"] for r in self.records("trainer"))
+
+    def live_workers(self, loader: Optional[str] = None) -> dict:
+        """{worker pid: trainer pid} of the workers that are alive now."""
+        return {
+            r["pid"]: r["trainer_pid"]
+            for r in self.records("worker")
+            if alive(r["pid"]) and (loader is None or r["loader"] == loader)
+        }
+
+    def wait_workers(self, count: int, timeout: float = 60) -> dict:
+        return wait_for(lambda: len(self.live_workers()) >= count and self.live_workers(), timeout, f"{count} workers")
+
+    def stop(self) -> None:
+        """Kill the job's process group and every group its descendants made (torchrun starts
+        each rank in a session of its own); nothing of the job may survive the test."""
+        groups = {self.proc.pid}
+        recorded = [r["pid"] for kind in ("trainer", "worker") for r in self.records(kind)]
+        for pid in [p.pid for p in _descendants(self.proc.pid)] + recorded:
+            try:
+                groups.add(os.getpgid(pid))
+            except ProcessLookupError:
+                continue
+        groups.discard(os.getpgid(0))
+        for group in groups:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(timeout=30)
+        for group in groups:
+            wait_for(lambda g=group: not _group_alive(g), 10, f"process group {group} to die")
+
+
+def _descendants(pid: int) -> list:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def run_dltop(*args: str, user: Optional[int] = None, env: Optional[dict] = None, timeout: float = 60):
+    """Run the dltop CLI in a subprocess, optionally as another uid (for permission tests)."""
+    prefix = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] if user is not None else []
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "dltop", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )

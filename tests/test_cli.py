@@ -1,0 +1,190 @@
+"""The CLI as users run it: the JSON contract, every error path, permissions, import hygiene."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import run_dltop
+
+NOBODY = 65534
+CONTRACT = {
+    "top": {
+        "schema",
+        "taken_at",
+        "window_s",
+        "job",
+        "system",
+        "processes",
+        "loaders",
+        "gpus",
+        "gpu_status",
+        "disks",
+        "findings",
+    },
+    "job": {"pid", "cmdline", "state", "start_method"},
+    "system": {
+        "cpus_logical",
+        "cpus_physical",
+        "cpus_allowed",
+        "load_1m",
+        "mem_available_bytes",
+        "swap_used_bytes",
+        "shm_total_bytes",
+        "shm_used_bytes",
+    },
+    "process": {
+        "pid",
+        "ppid",
+        "role",
+        "trainer_pid",
+        "name",
+        "state",
+        "cpu_percent",
+        "rss_bytes",
+        "uss_bytes",
+        "pss_bytes",
+        "num_fds",
+        "fd_limit",
+        "num_threads",
+        "read_bytes_per_s",
+        "write_bytes_per_s",
+        "started_at",
+        "activity",
+        "stack",
+        "unavailable",
+    },
+    "loader": {
+        "trainer_pid",
+        "num_workers",
+        "worker_pids",
+        "persistent_workers",
+        "pin_memory",
+        "start_method",
+        "data_wait_percent",
+        "worker_respawns",
+    },
+    "disk": {
+        "device",
+        "reads_per_s",
+        "writes_per_s",
+        "read_bytes_per_s",
+        "write_bytes_per_s",
+        "r_await_ms",
+        "w_await_ms",
+        "aqu_sz",
+        "util_percent",
+        "used_by_job",
+    },
+}
+
+
+def assert_one_line_error(result, fragment: str) -> None:
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("dltop: ") and fragment in result.stderr
+
+
+@pytest.fixture
+def bystander():
+    """A process that is not a training job, in its own group."""
+    procs = []
+
+    def start(*command: str) -> int:
+        procs.append(subprocess.Popen(command, start_new_session=True))
+        return procs[-1].pid
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_snapshot_json_follows_the_contract(start_job):
+    job = start_job("--workers", "2", "--persistent", "--step-ms", "20")
+    truth = job.wait_workers(2)
+    result = run_dltop("snapshot", "--pid", str(next(iter(truth))), "--duration", "1.5", "--interval", "0.5", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert CONTRACT["top"] <= report.keys() and report["schema"] == "dltop.snapshot/1"
+    assert CONTRACT["job"] <= report["job"].keys() and CONTRACT["system"] <= report["system"].keys()
+    assert report["job"]["pid"] == job.pid and report["job"]["state"] == "running"
+    assert report["job"]["start_method"] == "fork" and 1.4 < report["window_s"] < 3
+    assert all(CONTRACT["process"] <= p.keys() for p in report["processes"])
+    (loader,) = report["loaders"]
+    assert CONTRACT["loader"] <= loader.keys() and sorted(loader["worker_pids"]) == sorted(truth)
+    assert all(CONTRACT["disk"] <= d.keys() for d in report["disks"]) and report["findings"] == []
+    assert report["gpu_status"] in ("no-nvml", "no-devices", "ok") or report["gpu_status"].startswith("error")
+
+
+def test_text_report_and_jobs_listing(start_job):
+    job = start_job("--workers", "2", "--persistent", "--step-ms", "20")
+    truth = job.wait_workers(2)
+    text = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "1")
+    assert text.returncode == 0 and f"job {job.pid} · running" in text.stdout
+    assert all(f"{pid}" in text.stdout for pid in truth)
+    jobs = json.loads(run_dltop("jobs", "--json").stdout)["jobs"]
+    (mine,) = [j for j in jobs if j["pid"] == job.pid]
+    assert mine["workers"] == 2 and mine["trainer_pids"] == [job.pid] and mine["user"] == "root"
+
+
+def test_exit_during_the_window_is_reported(start_job):
+    job = start_job("--workers", "2", "--persistent", "--epochs", "2", "--batches", "10", "--step-ms", "100")
+    job.wait_workers(2)
+    result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "30", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["job"]["state"] == "exited" and report["window_s"] < 25  # stops once the job is gone
+    assert {p["role"] for p in report["processes"]} >= {"trainer", "worker"}  # what was seen before
+
+
+def test_unknown_pid():
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    assert_one_line_error(run_dltop("snapshot", "--pid", str(pid_max + 1)), "no process with pid")
+
+
+def test_not_a_training_job(bystander):
+    assert_one_line_error(run_dltop("snapshot", "--pid", str(bystander("sleep", "60"))), "not a PyTorch training job")
+    python = bystander(sys.executable, "-c", "import time; time.sleep(60)")
+    assert_one_line_error(run_dltop("snapshot", "--pid", str(python)), "not a PyTorch training job")
+
+
+def test_another_users_process_without_permission(bystander):
+    python = bystander(sys.executable, "-c", "import time; time.sleep(60)")
+    assert_one_line_error(run_dltop("snapshot", "--pid", str(python), user=NOBODY), "permission denied")
+
+
+def test_another_users_job_shows_what_can_be_read(start_job):
+    job = start_job("--workers", "2", "--persistent", "--step-ms", "20")
+    truth = job.wait_workers(2)
+    result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "1", "--json", user=NOBODY)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    workers = [p for p in report["processes"] if p["role"] == "worker"]
+    assert sorted(p["pid"] for p in workers) == sorted(truth)
+    for p in workers:
+        assert p["rss_bytes"] > 0 and p["cpu_percent"] is not None and p["uss_bytes"] is None
+        assert "permission denied" in p["unavailable"]["uss_bytes"] and "num_fds" in p["unavailable"]
+
+
+def test_bad_arguments_exit_2():
+    assert run_dltop("snapshot", "--pid", "1", "--duration", "0").returncode == 2
+    assert run_dltop().returncode == 2
+
+
+def test_core_imports_neither_torch_nor_textual():
+    code = (
+        "import sys, dltop.model, dltop.collect.collector, dltop.collect.jobs, dltop.window, dltop.cli, "
+        "dltop.text_report; print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_version():
+    result = run_dltop("--version")
+    assert result.returncode == 0 and result.stdout.startswith("dltop ")

@@ -1,0 +1,80 @@
+"""NVML readings through a fake pynvml: states, units, and the pid mapping."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from dltop.collect import gpu as gpu_module
+from dltop.collect.gpu import GpuSampler, pid_aliases
+from tests.support import run_dltop
+
+FAKES = Path(__file__).parent / "fakes"
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    monkeypatch.syspath_prepend(str(FAKES))
+    sys.modules.pop("pynvml", None)
+    import pynvml
+
+    pynvml.state.devices, pynvml.state.pids, pynvml.state.init = None, [], "ok"
+    pynvml.state.power_supported = True
+    yield pynvml
+    sys.modules.pop("pynvml", None)
+
+
+def test_missing_module_is_a_normal_state():
+    sampler = GpuSampler(module_name="dltop_tests_no_such_module")
+    assert sampler.status == "no-nvml"
+    assert sampler.sample([os.getpid()]) == []
+
+
+def test_missing_library_no_devices_and_errors(fake_nvml):
+    fake_nvml.state.init = "nolib"
+    assert GpuSampler().status == "no-nvml"
+    fake_nvml.state.init = "fail"
+    assert GpuSampler().status == "error: Unknown Error"
+    fake_nvml.state.init, fake_nvml.state.devices = "ok", 0
+    sampler = GpuSampler()
+    assert sampler.status == "no-devices" and sampler.sample([1]) == []
+
+
+def test_readings_units_and_job_processes(fake_nvml):
+    me = os.getpid()
+    fake_nvml.state.pids = [me, 999_999_999]  # the second is not part of the job
+    fake_nvml.state.power_supported = False
+    (device,) = GpuSampler().sample([me])
+    assert device.name == "Fake H200" and device.util_percent == 37
+    assert device.mem_used_bytes == 10 * 2**30 and device.mem_total_bytes == 80 * 2**30
+    assert device.pcie_rx_bytes_per_s == 2048 * 1024 and device.pcie_tx_bytes_per_s == 512 * 1024
+    assert device.power_w is None  # NotSupported is a missing reading, not an error
+    assert device.temperature_c == 61
+    assert [(p.pid, p.used_memory_bytes, p.sm_util_percent) for p in device.processes] == [(me, 3 * 2**30, 55)]
+
+
+def test_host_pids_map_to_ours_through_nspid(fake_nvml, monkeypatch):
+    me = os.getpid()
+    host_pid = 4_000_123
+    # As the host sees a containerised process: NSpid lists its pid in each namespace.
+    monkeypatch.setattr(gpu_module.procfs, "read_nspid", lambda pid: [pid, host_pid] if pid == me else [pid])
+    assert pid_aliases([me]) == {me: me, host_pid: me}
+    fake_nvml.state.pids = [host_pid]
+    (device,) = GpuSampler().sample([me])
+    assert [(p.pid, p.nvml_pid) for p in device.processes] == [(me, host_pid)]
+
+
+def test_snapshot_json_shows_gpu_of_a_real_job(start_job):
+    job = start_job("--workers", "1", "--persistent", "--step-ms", "20")
+    job.wait_workers(1)
+    env = {"PYTHONPATH": f"{FAKES}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "FAKE_NVML_PIDS": str(job.pid)}
+    result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "1", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["gpu_status"] == "ok"
+    (device,) = report["gpus"]
+    assert device["util_percent"] == 37 and device["processes"][0]["pid"] == job.pid
