@@ -55,9 +55,10 @@ def run_snapshot(args: argparse.Namespace) -> int:
     ticks = [collector.tick()]
     try:
         while ticks[-1].job.state == "running" and time.monotonic() - start < args.duration - 1e-3:
-            next_at = start + len(ticks) * interval
-            time.sleep(max(0.0, min(next_at, start + args.duration) - time.monotonic()))
-            ticks.append(collector.tick())
+            next_at = min(start + len(ticks) * interval, start + args.duration)
+            time.sleep(max(0.0, next_at - time.monotonic()))
+            # The report shows the newest USS/PSS: read them all on the final tick.
+            ticks.append(collector.tick(full_memory=next_at >= start + args.duration - 1e-3))
     except KeyboardInterrupt:
         pass  # report what was seen so far
     report = summarize(ticks)

@@ -14,6 +14,9 @@ from dltop.collect.procs import PIN_THREAD_COMMS, Discovery, JobTree
 from dltop.collect.system import SystemSampler
 from dltop.model import JobInfo, LoaderSample, Snapshot
 
+# CPU time per tick for smaps_rollup reads (USS/PSS): the rest are refreshed on later ticks.
+MEMORY_BUDGET_S = 0.006
+
 
 class Collector:
     """Attach to the job that ``pid`` belongs to (DltopError if none) and sample it on demand."""
@@ -25,8 +28,10 @@ class Collector:
         gpu: Optional[GpuSampler] = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        memory_budget_s: float = MEMORY_BUDGET_S,
     ) -> None:
         self._clock, self._wall = clock, wall
+        self.memory_budget_s = memory_budget_s
         self.discovery = Discovery()
         self.tree: JobTree = self.discovery.resolve(pid)
         self.processes = ProcessSampler(clock, wall)
@@ -37,23 +42,15 @@ class Collector:
         self._last_tick: Optional[float] = None
         self._job_started_at: Optional[str] = None
 
-    def tick(self) -> Snapshot:
+    def tick(self, full_memory: bool = False) -> Snapshot:
+        """One sample of the job. ``full_memory`` re-reads every USS/PSS whatever it costs."""
         now = self._clock()
         window = 0.0 if self._last_tick is None else now - self._last_tick
         self._last_tick = now
         tree = self.tree = self.discovery.refresh(self.tree)
         stats = self.discovery.table.stats
 
-        samples = []
-        for pid, member in sorted(tree.members.items()):
-            stat = stats.get(pid)
-            if stat is None:
-                continue
-            sample = self.processes.sample(
-                member, stat, " ".join(self.discovery.cmdline(pid)), self.discovery.rank(pid)
-            )
-            if sample is not None:
-                samples.append(sample)
+        samples = self._sample_processes(tree, stats, full_memory)
         self.processes.forget_except({(s.pid, stats[s.pid].start_ticks) for s in samples})
         by_pid = {s.pid: s for s in samples}
         if tree.root_pid in by_pid and self._job_started_at is None:
@@ -89,6 +86,24 @@ class Collector:
             gpu_status=self.gpu.status,
             disks=self.disks.sample(live_pids),
         )
+
+    def _sample_processes(self, tree: JobTree, stats: dict, full_memory: bool) -> list:
+        """Every member's figures; USS/PSS re-read oldest first while the CPU budget lasts."""
+        read_at = self.processes.memory_read_at
+        members = [(pid, m) for pid, m in tree.members.items() if pid in stats]
+        members.sort(key=lambda item: read_at.get((item[0], stats[item[0]].start_ticks), float("-inf")))
+        spent, samples = 0.0, []
+        for pid, member in members:
+            read_memory = full_memory or spent < self.memory_budget_s
+            started = time.process_time()
+            sample = self.processes.sample(
+                member, stats[pid], " ".join(self.discovery.cmdline(pid)), self.discovery.rank(pid), read_memory
+            )
+            if read_memory:
+                spent += time.process_time() - started
+            if sample is not None:
+                samples.append(sample)
+        return sorted(samples, key=lambda s: s.pid)
 
     def _loader(self, trainer: int, tree: JobTree, by_pid: dict) -> LoaderSample:
         worker_pids = [p for p in tree.workers_of(trainer) if p in by_pid and by_pid[p].state != "zombie"]

@@ -111,43 +111,66 @@ def dm_name(device: str) -> Optional[str]:
         return None
 
 
+def device_numbers_used_by(pid: int) -> set:
+    """st_dev of every file a process holds open, and of its working directory."""
+    base = f"{procfs.PROC}/{pid}"
+    paths = [f"{base}/cwd"]
+    try:
+        paths += [entry.path for entry in os.scandir(f"{base}/fd")]
+    except OSError:
+        pass
+    numbers = set()
+    for path in paths:
+        try:
+            numbers.add(os.stat(path).st_dev)  # follows the magic link, even to deleted files
+        except OSError:
+            continue
+    return numbers
+
+
 def devices_used_by(pids: Iterable[int]) -> set:
     """Block devices behind the files the processes hold open and their working directories."""
-    dev_numbers, sources = set(), {}
-    for pid in pids:
-        base = procfs.PROC / str(pid)
-        paths = [base / "cwd"]
+    pids = list(pids)
+    numbers = {number for pid in pids for number in device_numbers_used_by(pid)}
+    return names_of_devices(numbers, pids[0] if pids else None)
+
+
+def names_of_devices(numbers: set, pid: Optional[int]) -> set:
+    sources = {}
+    if pid is not None:
         try:
-            paths += [Path(entry.path) for entry in os.scandir(base / "fd")]
+            sources = mount_sources((procfs.PROC / str(pid) / "mountinfo").read_text())
         except OSError:
             pass
-        for path in paths:
-            try:
-                dev_numbers.add(os.stat(path).st_dev)  # follows the magic link, even to deleted files
-            except OSError:
-                continue
-        if not sources:
-            try:
-                sources = mount_sources((base / "mountinfo").read_text())
-            except OSError:
-                pass
-    return {name for number in dev_numbers for name in block_device_names(number, sources)}
+    return {name for number in numbers for name in block_device_names(number, sources)}
 
 
 class DiskSampler:
-    """Rates for every real disk; which devices the job uses is refreshed every few ticks."""
+    """Rates for every real disk, and which of them the job uses.
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, usage_every: int = 5) -> None:
+    Stat-ing every open file of every process costs milliseconds, so the first tick looks at
+    all processes and later ticks one process each, round-robin (a job's processes mostly
+    share their files: forked workers inherit them).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._usage_every = usage_every
-        self._ticks = 0
         self._previous: Optional[tuple] = None
+        self._numbers: dict = {}  # pid -> st_dev numbers it uses
+        self._turn = 0
         self.used: set = set()
 
+    def _refresh_usage(self, job_pids: list) -> None:
+        self._numbers = {pid: numbers for pid, numbers in self._numbers.items() if pid in job_pids}
+        due = job_pids if not self._numbers else [job_pids[self._turn % len(job_pids)]] if job_pids else []
+        self._turn += 1
+        for pid in due:
+            self._numbers[pid] = device_numbers_used_by(pid)
+        all_numbers = set().union(*self._numbers.values()) if self._numbers else set()
+        self.used = names_of_devices(all_numbers, job_pids[0] if job_pids else None)
+
     def sample(self, job_pids: Iterable[int]) -> list:
-        if self._ticks % self._usage_every == 0:
-            self.used = devices_used_by(job_pids)
-        self._ticks += 1
+        self._refresh_usage(sorted(job_pids))
         now = self._clock()
         try:
             current = parse_diskstats((procfs.PROC / "diskstats").read_text())

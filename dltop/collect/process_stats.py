@@ -18,6 +18,7 @@ from dltop.collect import procfs
 from dltop.collect.procs import Member
 from dltop.model import ProcessSample
 
+FD_LIMIT_TTL_S = 10.0
 _ZERO_IO = SimpleNamespace(read_bytes=0, write_bytes=0, read_chars=0, write_chars=0)
 
 
@@ -40,15 +41,24 @@ class ProcessSampler:
         self._clock, self._wall = clock, wall
         self._procs: dict = {}  # (pid, start_ticks) -> psutil.Process
         self._previous: dict = {}  # (pid, start_ticks) -> (t, cpu_s, io counters or None)
+        self.memory_read_at: dict = {}  # (pid, start_ticks) -> clock of the last smaps_rollup read
+        self._memory: dict = {}  # (pid, start_ticks) -> (uss, pss)
+        self._fd_limits: dict = {}  # (pid, start_ticks) -> (clock when read, soft limit)
 
     def forget_except(self, alive_keys: set) -> None:
         for key in list(self._procs):
             if key not in alive_keys:
-                self._procs.pop(key, None)
-                self._previous.pop(key, None)
+                for cache in (self._procs, self._previous, self.memory_read_at, self._memory, self._fd_limits):
+                    cache.pop(key, None)
 
-    def sample(self, member: Member, stat: procfs.Stat, cmdline: str, rank: Optional[int]) -> Optional[ProcessSample]:
-        """Figures of one process now; None if it vanished while we read it."""
+    def sample(
+        self, member: Member, stat: procfs.Stat, cmdline: str, rank: Optional[int], read_memory: bool = True
+    ) -> Optional[ProcessSample]:
+        """Figures of one process now; None if it vanished while we read it.
+
+        USS/PSS come from smaps_rollup, which makes the kernel walk the page tables: about 5 ms
+        for a torch worker. With ``read_memory`` False the last reading is reused.
+        """
         key = (member.pid, stat.start_ticks)
         base = dict(
             pid=member.pid,
@@ -65,11 +75,18 @@ class ProcessSampler:
         try:
             proc = self._procs.get(key) or psutil.Process(member.pid)
             self._procs[key] = proc
-            return self._read(proc, key, base)
+            return self._read(proc, key, base, read_memory)
         except (psutil.NoSuchProcess, psutil.ZombieProcess, FileNotFoundError, ProcessLookupError):
             return None
 
-    def _read(self, proc: psutil.Process, key: tuple, base: dict) -> ProcessSample:
+    def _fd_limit(self, pid: int, key: tuple, now: float) -> Optional[int]:
+        """The open-file soft limit, re-read every FD_LIMIT_TTL_S: it only changes by prlimit."""
+        cached = self._fd_limits.get(key)
+        if cached is None or now - cached[0] > FD_LIMIT_TTL_S:
+            cached = self._fd_limits[key] = (now, procfs.read_nofile_soft_limit(pid))
+        return cached[1]
+
+    def _read(self, proc: psutil.Process, key: tuple, base: dict, read_memory: bool) -> ProcessSample:
         unavailable: dict = {}
         figures: dict = {}
         now = self._clock()
@@ -83,12 +100,20 @@ class ProcessSampler:
                 figures["user"] = proc.username()
             except (psutil.AccessDenied, KeyError):
                 pass
-            try:
-                mem = proc.memory_full_info()  # smaps_rollup: cheap on kernels >= 4.14
-                figures.update(rss_bytes=mem.rss, uss_bytes=mem.uss, pss_bytes=getattr(mem, "pss", None))
-            except psutil.AccessDenied:
-                figures["rss_bytes"] = proc.memory_info().rss
-                unavailable["uss_bytes"] = unavailable["pss_bytes"] = _denied_reason(proc)
+            figures["rss_bytes"] = proc.memory_info().rss
+            if read_memory:
+                try:
+                    mem = proc.memory_full_info()
+                    self._memory[key] = (mem.uss, getattr(mem, "pss", None))
+                except psutil.AccessDenied:
+                    unavailable["uss_bytes"] = unavailable["pss_bytes"] = _denied_reason(proc)
+                self.memory_read_at[key] = now
+            if key in self._memory:
+                figures["uss_bytes"], figures["pss_bytes"] = self._memory[key]
+            elif not unavailable:
+                unavailable["uss_bytes"] = unavailable["pss_bytes"] = (
+                    "not read yet (refreshed within dltop's CPU budget)"
+                )
             try:
                 figures["num_fds"] = proc.num_fds()
             except psutil.AccessDenied:
@@ -100,7 +125,7 @@ class ProcessSampler:
                 for name in ("read_bytes_per_s", "write_bytes_per_s", "read_chars_per_s", "write_chars_per_s"):
                     unavailable[name] = _denied_reason(proc)
         try:
-            figures["fd_limit"] = procfs.read_nofile_soft_limit(proc.pid)
+            figures["fd_limit"] = self._fd_limit(proc.pid, key, now)
         except PermissionError:
             unavailable["fd_limit"] = _denied_reason(proc)
 

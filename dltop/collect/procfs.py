@@ -40,7 +40,12 @@ def parse_stat(text: str) -> Stat:
 
 
 def read_stat(pid: int) -> Stat:
-    return parse_stat((PROC / str(pid) / "stat").read_text())
+    # os.open/os.read on a str path: this runs for every process on the machine every tick.
+    fd = os.open(f"{PROC}/{pid}/stat", os.O_RDONLY)
+    try:
+        return parse_stat(os.read(fd, 4096).decode(errors="replace"))
+    finally:
+        os.close(fd)
 
 
 def decode_exit_status(status: int) -> int:
