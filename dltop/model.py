@@ -14,9 +14,6 @@ from typing import Any, Optional
 
 SCHEMA = "dltop.snapshot/1"
 
-ROLES = ("launcher", "trainer", "worker", "helper")
-START_METHODS = ("fork", "spawn", "forkserver", "unknown")
-
 
 @dataclass(frozen=True)
 class ProcessSample:

@@ -7,7 +7,10 @@ import resource
 import time
 from pathlib import Path
 
+import pytest
+
 from dltop.collect.collector import Collector
+from dltop.collect.disk import DiskSampler, block_device_names
 from tests.support import wait_for
 
 
@@ -100,3 +103,18 @@ def test_a_job_that_exits_is_a_state_not_a_crash(start_job):
     # Its parent (this test) has not reaped it yet: a zombie with exit status 0, or gone.
     assert trainer == [] or (trainer[0].state == "zombie" and trainer[0].exit_code == 0)
     assert {w.pid for w in collector.lifecycle.exited(job.pid)} == set(truth)
+
+
+def test_disk_rates_and_the_devices_a_job_uses(tmp_path):
+    here = os.stat(tmp_path).st_dev
+    if not block_device_names(here):
+        pytest.skip("the test directory is not on a block device here (tmpfs/overlay)")
+    sampler = DiskSampler()
+    assert sampler.sample([os.getpid()]) == []  # rates need two readings
+    with open(tmp_path / "blob", "wb") as out:
+        out.write(os.urandom(4 << 20))
+        os.fsync(out.fileno())
+    disks = {d.device: d for d in sampler.sample([os.getpid()])}
+    used = [d for d in disks.values() if d.used_by_job]
+    assert used and set(block_device_names(here)) <= {d.device for d in used}
+    assert sum(d.write_bytes_per_s for d in used) > 0

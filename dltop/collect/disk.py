@@ -128,13 +128,6 @@ def device_numbers_used_by(pid: int) -> set:
     return numbers
 
 
-def devices_used_by(pids: Iterable[int]) -> set:
-    """Block devices behind the files the processes hold open and their working directories."""
-    pids = list(pids)
-    numbers = {number for pid in pids for number in device_numbers_used_by(pid)}
-    return names_of_devices(numbers, pids[0] if pids else None)
-
-
 def names_of_devices(numbers: set, pid: Optional[int]) -> set:
     sources = {}
     if pid is not None:

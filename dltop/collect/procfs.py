@@ -132,10 +132,3 @@ def read_torch_version(pid: int) -> Optional[str]:
         if match:
             return match.group(1)
     return "unknown"
-
-
-def boot_time() -> float:
-    for line in (PROC / "stat").read_text().splitlines():
-        if line.startswith("btime "):
-            return float(line.split()[1])
-    raise OSError("no btime in /proc/stat")

@@ -28,8 +28,17 @@ from tests.support import Job  # noqa: E402
 
 def start_job(workers: int, report: Path) -> Job:
     command = [
-        sys.executable, str(ROOT / "tests/jobs/train.py"), "--report", str(report), "--workers", str(workers),
-        "--persistent", "--sample-ms", "1", "--step-ms", "50",
+        sys.executable,
+        str(ROOT / "tests/jobs/train.py"),
+        "--report",
+        str(report),
+        "--workers",
+        str(workers),
+        "--persistent",
+        "--sample-ms",
+        "1",
+        "--step-ms",
+        "50",
     ]
     return Job(subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL), report)
 
@@ -70,21 +79,39 @@ def main() -> None:
                 start = time.perf_counter()
                 subprocess.run(
                     [sys.executable, "-m", "dltop", "snapshot", "--pid", str(job.pid), "--duration", "1", "--json"],
-                    check=True, stdout=subprocess.DEVNULL, cwd=ROOT,
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                    cwd=ROOT,
                 )
                 walls.append(time.perf_counter() - start)
-            print(f"snapshot --duration 1 --json wall: median {statistics.median(walls):.2f} s "
-                  f"(runs: {', '.join(f'{w:.2f}' for w in walls)})")
+            print(
+                f"snapshot --duration 1 --json wall: median {statistics.median(walls):.2f} s "
+                f"(runs: {', '.join(f'{w:.2f}' for w in walls)})"
+            )
 
             cpu_before, start = children_cpu(), time.perf_counter()
             subprocess.run(
-                [sys.executable, "-m", "dltop", "snapshot", "--pid", str(job.pid), "--duration", str(args.long_s),
-                 "--interval", "1"],
-                check=True, stdout=subprocess.DEVNULL, cwd=ROOT,
+                [
+                    sys.executable,
+                    "-m",
+                    "dltop",
+                    "snapshot",
+                    "--pid",
+                    str(job.pid),
+                    "--duration",
+                    str(args.long_s),
+                    "--interval",
+                    "1",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                cwd=ROOT,
             )
             elapsed, cpu = time.perf_counter() - start, children_cpu() - cpu_before
-            print(f"{args.long_s:.0f} s at 1 Hz: {cpu:.2f} s CPU in {elapsed:.1f} s = {cpu / elapsed * 100:.2f}% of a core"
-                  " (start-up included)")
+            print(
+                f"{args.long_s:.0f} s at 1 Hz: {cpu:.2f} s CPU in {elapsed:.1f} s"
+                f" = {cpu / elapsed * 100:.2f}% of a core (start-up included)"
+            )
         finally:
             os.killpg(job.pid, signal.SIGKILL)
 
