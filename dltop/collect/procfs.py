@@ -48,6 +48,11 @@ def read_stat(pid: int) -> Stat:
         os.close(fd)
 
 
+def read_uptime_s() -> float:
+    """Seconds since boot, the clock that stat's start_ticks count on."""
+    return float((PROC / "uptime").read_text().split()[0])
+
+
 def decode_exit_status(status: int) -> int:
     """waitpid status -> exit code, or minus the signal number that killed the process."""
     signal = status & 0x7F

@@ -37,6 +37,9 @@ _HELPER_CMDLINES = (
 )
 _SPAWN_CHILD = "multiprocessing.spawn import spawn_main"
 _FORKSERVER = "multiprocessing.forkserver"
+# A new DataLoader worker runs unnamed from fork/exec until _worker_loop names it (under spawn,
+# through the whole torch import): a child this young is not promoted to trainer yet.
+STARTUP_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -81,10 +84,14 @@ class ProcessTable:
 
     stats: dict = field(default_factory=dict)  # pid -> procfs.Stat
     children: dict = field(default_factory=dict)  # pid -> [pid]
+    uptime_s: float = 0.0
+
+    def age_s(self, pid: int) -> float:
+        return self.uptime_s - self.stats[pid].start_ticks / procfs.CLOCK_TICKS
 
     @classmethod
     def scan(cls) -> ProcessTable:
-        table = cls()
+        table = cls(uptime_s=procfs.read_uptime_s())
         for entry in os.scandir(procfs.PROC):
             if not entry.name.isdigit():
                 continue
@@ -214,25 +221,43 @@ class Discovery:
         version = self.torch_version(pid)
         return None if version == "denied" else version is not None
 
+    def _child_method(self, pid: int) -> Optional[str]:
+        """How multiprocessing started this Python child of a Python parent, if it did."""
+        parent = self._ppid(pid)
+        if _SPAWN_CHILD in self._text(pid):
+            return "spawn"
+        if _FORKSERVER in self._text(pid) and self.is_forkserver(parent):
+            return "forkserver"
+        if self.cmdline(pid) == self.cmdline(parent) and is_python(self._comm(parent), self.cmdline(parent)):
+            return "fork"
+        return None
+
+    def _own_rank(self, pid: int) -> bool:
+        """A rank of its own (Lightning's subprocess ranks): its rank variables differ from its parent's."""
+        own = self.rank_env(pid)
+        return bool(own) and own != self.rank_env(self._ppid(pid))
+
     def worker_start_method(self, pid: int, names_expected: bool) -> Optional[str]:
         """How this process was started if it is a DataLoader worker, else None."""
-        comm, parent = self._comm(pid), self._ppid(pid)
-        named = comm.startswith(WORKER_COMMS)
-        if _SPAWN_CHILD in self._text(pid):
-            method = "spawn"
-        elif _FORKSERVER in self._text(pid) and self.is_forkserver(parent):
-            method = "forkserver"
-        elif self.cmdline(pid) == self.cmdline(parent) and is_python(self._comm(parent), self.cmdline(parent)):
-            method = "fork"
-        else:
+        named = self._comm(pid).startswith(WORKER_COMMS)
+        method = self._child_method(pid)
+        if method is None:
             return "fork" if named else None  # a named worker whose parent went away
         if named:
             return method
         if names_expected:
             return None  # this torch names its workers: an unnamed child is something else
         # Old torch: an unnamed child is a worker unless it is a rank of its own (Lightning, mp.spawn).
-        own = self.rank_env(pid)
-        return None if own and own != self.rank_env(parent) else method
+        return None if self._own_rank(pid) else method
+
+    def _still_starting(self, pid: int) -> bool:
+        """A young unnamed multiprocessing child with no children: most likely a worker not yet named."""
+        return (
+            self._child_method(pid) is not None
+            and not self._own_rank(pid)
+            and not self.table.children.get(pid)
+            and self.table.age_s(pid) < STARTUP_GRACE_S
+        )
 
     # -- resolving a pid to a job ----------------------------------------------------
 
@@ -322,6 +347,7 @@ class Discovery:
             and p not in inside_worker
             and not self._is_helper_process(p)
             and not self.is_launcher(p)
+            and not (names_expected and self._still_starting(p))
             and is_python(self._comm(p), self.cmdline(p))
             and (self.has_torch(p) or (self.has_torch(p) is None and p in parents))
         }
