@@ -6,6 +6,7 @@ Bad input ends with one line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -34,6 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--duration", type=_positive, default=3.0, help="seconds to watch (default 3)")
     snap.add_argument("--interval", type=_positive, default=1.0, help="seconds between samples (default 1)")
     snap.add_argument("--json", action="store_true", help="print the dltop.snapshot/1 JSON document")
+    _stack_options(snap)
+
+    dump = commands.add_parser(
+        "dump", help="full stack dump of every job process, with the loader config (pauses each briefly)"
+    )
+    dump.add_argument("--pid", type=int, required=True, help="the trainer, one of its workers, or its launcher")
+    dump.add_argument("--json", action="store_true", help="print the dltop.dump/1 JSON document")
 
     jobs = commands.add_parser("jobs", help="list the training jobs on this machine")
     jobs.add_argument("--json", action="store_true")
@@ -44,12 +52,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stack_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--hang-after",
+        type=_positive,
+        default=20.0,
+        metavar="S",
+        help="a worker with the same stack and no CPU this long is hung (default 20)",
+    )
+    parser.add_argument("--no-stacks", action="store_true", help="do not run py-spy (no activity, data wait, hangs)")
+
+
 def run_snapshot(args: argparse.Namespace) -> int:
     from dltop.collect.collector import Collector
+    from dltop.diagnose import Settings, diagnose
     from dltop.text_report import render
     from dltop.window import summarize
 
-    collector = Collector(args.pid)
+    collector = Collector(args.pid, stacks=not args.no_stacks, hang_after_s=args.hang_after)
     interval = min(args.interval, args.duration)
     start = time.monotonic()
     ticks = [collector.tick()]
@@ -57,12 +77,25 @@ def run_snapshot(args: argparse.Namespace) -> int:
         while ticks[-1].job.state == "running" and time.monotonic() - start < args.duration - 1e-3:
             next_at = min(start + len(ticks) * interval, start + args.duration)
             time.sleep(max(0.0, next_at - time.monotonic()))
+            final = next_at >= start + args.duration - 1e-3
+            if final:
+                collector.settle()  # let py-spy runs under way finish, so the report has their stacks
             # The report shows the newest USS/PSS: read them all on the final tick.
-            ticks.append(collector.tick(full_memory=next_at >= start + args.duration - 1e-3))
+            ticks.append(collector.tick(full_memory=final))
     except KeyboardInterrupt:
         pass  # report what was seen so far
-    report = summarize(ticks)
+    finally:
+        collector.close()
+    report = dataclasses.replace(summarize(ticks), findings=diagnose(ticks, Settings(hang_after_s=args.hang_after)))
     print(json.dumps(report.to_dict(), indent=2) if args.json else render(report))
+    return 0
+
+
+def run_dump(args: argparse.Namespace) -> int:
+    from dltop.collect.full_dump import dump_job, render_dump
+
+    dump = dump_job(args.pid)
+    print(json.dumps(dump, indent=2) if args.json else render_dump(dump))
     return 0
 
 
@@ -99,7 +132,7 @@ def run_demo(args: argparse.Namespace) -> int:
 def main(argv: Optional[list] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"snapshot": run_snapshot, "jobs": run_jobs, "demo": run_demo}
+    handlers = {"snapshot": run_snapshot, "dump": run_dump, "jobs": run_jobs, "demo": run_demo}
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE

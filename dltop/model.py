@@ -16,6 +16,20 @@ SCHEMA = "dltop.snapshot/1"
 
 
 @dataclass(frozen=True)
+class Frame:
+    """One Python frame of a py-spy sample. ``kind`` says whose code it is: user | library | torch | stdlib."""
+
+    function: str
+    file: str
+    line: Optional[int]
+    kind: str
+    code: Optional[str] = None  # the source line, when dltop could read the file
+
+    def where(self) -> str:
+        return f"{self.function} ({self.file}:{self.line})" if self.line else f"{self.function} ({self.file})"
+
+
+@dataclass(frozen=True)
 class ProcessSample:
     """One process of the job at one tick."""
 
@@ -41,8 +55,11 @@ class ProcessSample:
     exit_code: Optional[int] = None  # zombies only: >= 0 exit status, < 0 killed by that signal
     rank: Optional[int] = None
     user: Optional[str] = None
+    # idle | fetching | collating | starting | waiting-for-data | starting-workers | running | stuck | unknown
     activity: str = "unknown"
-    stack: Optional[list] = None
+    stack: Optional[list] = None  # Frame of the main thread, innermost last
+    stack_at: Optional[str] = None  # when that stack was sampled
+    stuck_s: Optional[float] = None  # seconds the main thread has kept that stack without using CPU
     unavailable: dict = field(default_factory=dict)
 
 
@@ -55,6 +72,23 @@ class ExitedWorker:
     seen_for_s: float
     gone_at: str
     exit_code: Optional[int] = None
+    cause: str = "unknown"  # died (non-zero exit or signal) | ended (exit 0: epoch or loader end) | unknown
+    trainer_running: bool = True  # its trainer was still running when the worker was seen gone
+    last_activity: str = "unknown"
+    last_stack: Optional[list] = None  # Frame, innermost last: what it was doing when last sampled
+    in_trainer_log: bool = False  # torch's "DataLoader worker (pid N) ..." error names it in the trainer's log
+
+
+@dataclass(frozen=True)
+class TrainerTime:
+    """Where one trainer's main thread spent its time, from py-spy samples over ``window_s``."""
+
+    samples: int
+    window_s: float
+    waiting_for_data_percent: float  # inside the DataLoader's __next__, waiting for workers or fetching
+    collating_percent: float  # inside __next__ collating or pinning in the main thread
+    starting_workers_percent: float  # epoch boundaries: iter(loader), worker start-up and shutdown
+    running_percent: float  # everything else: the training step
 
 
 @dataclass(frozen=True)
@@ -67,9 +101,11 @@ class LoaderSample:
     persistent_workers: Optional[bool]
     pin_memory: Optional[bool]
     start_method: str
-    data_wait_percent: Optional[float]
+    data_wait_percent: Optional[float]  # waiting_for_data + collating of trainer_time
     worker_respawns: int
     workers_exited: list = field(default_factory=list)  # ExitedWorker
+    trainer_time: Optional[TrainerTime] = None  # the trainer's: shared by all its loaders
+    dataset: Optional[str] = None  # the Dataset's class, from a worker's _worker_loop arguments
 
 
 @dataclass(frozen=True)
@@ -83,6 +119,7 @@ class JobInfo:
     launcher_pid: Optional[int] = None
     torch_version: Optional[str] = None
     started_at: Optional[str] = None
+    exit_code: Optional[int] = None  # once exited, when seen: < 0 killed by that signal
 
 
 @dataclass(frozen=True)
@@ -163,6 +200,8 @@ class Snapshot:
     gpu_status: str
     disks: list  # DiskSample
     findings: list = field(default_factory=list)  # Finding
+    stacks_status: str = "off"  # ok | off | no-py-spy | denied | error: <reason>
+    stacks_fix: Optional[str] = None  # how to make stacks available, when they are not
     schema: str = SCHEMA
 
     def to_dict(self) -> dict:

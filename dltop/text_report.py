@@ -46,14 +46,14 @@ def render(snapshot: Snapshot) -> str:
     lines.append("")
     lines.append(
         f"{'PID':>7} {'PPID':>7} {'ROLE':<8} {'STATE':<9} {'CPU%':>6} {'RSS':>7} {'USS':>7}"
-        f" {'FDS/LIMIT':>11} {'THR':>4} {'READ/s':>8} {'RCHAR/s':>8}  NAME"
+        f" {'FDS/LIMIT':>11} {'THR':>4} {'READ/s':>8} {'RCHAR/s':>8}  {'ACTIVITY':<16} NAME"
     )
     for p in snapshot.processes:
         state = p.state if p.exit_code is None else f"{p.state}({p.exit_code})"
         lines.append(
             f"{p.pid:>7} {p.ppid:>7} {p.role:<8} {state:<9} {number(p.cpu_percent):>6} {human_bytes(p.rss_bytes):>7}"
             f" {human_bytes(p.uss_bytes):>7} {_fds(p.num_fds, p.fd_limit):>11} {p.num_threads or NA:>4}"
-            f" {human_bytes(p.read_bytes_per_s):>8} {human_bytes(p.read_chars_per_s):>8}  {p.name}"
+            f" {human_bytes(p.read_bytes_per_s):>8} {human_bytes(p.read_chars_per_s):>8}  {_activity(p):<16} {p.name}"
         )
     lines.append("")
     for loader in snapshot.loaders:
@@ -62,6 +62,13 @@ def render(snapshot: Snapshot) -> str:
             f" · respawns {loader.worker_respawns} · exited {len(loader.workers_exited)}"
             f" · pin_memory {_tri(loader.pin_memory)} · persistent_workers {_tri(loader.persistent_workers)}"
         )
+        spent = loader.trainer_time
+        if spent:
+            lines.append(
+                f"  trainer time ({spent.samples} samples over {spent.window_s:.0f}s): waiting for data"
+                f" {spent.waiting_for_data_percent:.0f}% · collate/pin {spent.collating_percent:.0f}%"
+                f" · epoch start {spent.starting_workers_percent:.0f}% · running {spent.running_percent:.0f}%"
+            )
     if snapshot.disks:
         lines.append("")
         lines.append(
@@ -80,7 +87,17 @@ def render(snapshot: Snapshot) -> str:
         lines.append("")
         for finding in snapshot.findings:
             lines.append(f"[{finding.severity}] {finding.id}: {finding.title}")
+            lines.append(f"  {finding.detail}")
+            lines.append(f"  fix: {finding.suggestion}")
+    if snapshot.stacks_status not in ("ok", "off"):
+        lines.append(f"stacks: {snapshot.stacks_status}" + (f" ({snapshot.stacks_fix})" if snapshot.stacks_fix else ""))
     return "\n".join(lines)
+
+
+def _activity(p) -> str:
+    if p.stuck_s is not None and p.stuck_s >= 5 and p.activity not in ("idle", "waiting-for-data"):
+        return f"{p.activity} {p.stuck_s:.0f}s"
+    return p.activity
 
 
 def _tri(value: object) -> str:

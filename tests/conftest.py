@@ -36,3 +36,19 @@ def start_job(tmp_path: Path):
     yield start
     for job in jobs:
         job.stop()
+
+
+@pytest.fixture
+def attach():
+    """attach(pid, **Collector kwargs) -> Collector; its py-spy runs are stopped after the test."""
+    from dltop.collect.collector import Collector
+
+    collectors: list = []
+
+    def make(pid: int, **kwargs) -> Collector:
+        collectors.append(Collector(pid, **kwargs))
+        return collectors[-1]
+
+    yield make
+    for collector in collectors:
+        collector.close()

@@ -120,3 +120,29 @@ def run_dltop(*args: str, user: Optional[int] = None, env: Optional[dict] = None
         cwd=ROOT,
         env={**os.environ, **(env or {})},
     )
+
+
+def watch(collector, until: Callable[[list, list], object], timeout: float, what: str, every: float = 0.5):
+    """Tick ``collector`` until ``until(ticks, findings)`` holds; returns (ticks, findings)."""
+    from dltop.diagnose import Settings, diagnose
+
+    settings = Settings(hang_after_s=collector.hang_after_s)
+    ticks: list = []
+    deadline = time.monotonic() + timeout
+    while True:
+        ticks.append(collector.tick())
+        findings = diagnose(ticks, settings)
+        if until(ticks, findings):
+            return ticks, findings
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; findings: {findings}")
+        time.sleep(every)
+
+
+def worker_with_id(job: Job, worker_id: int, loader: str = "train") -> int:
+    found = wait_for(
+        lambda: [r["pid"] for r in job.records("worker") if r["worker_id"] == worker_id and r["loader"] == loader],
+        30,
+        f"worker {worker_id}",
+    )
+    return found[-1]

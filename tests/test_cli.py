@@ -169,6 +169,21 @@ def test_another_users_job_shows_what_can_be_read(start_job):
     for p in workers:
         assert p["rss_bytes"] > 0 and p["cpu_percent"] is not None and p["uss_bytes"] is None
         assert "permission denied" in p["unavailable"]["uss_bytes"] and "num_fds" in p["unavailable"]
+    # py-spy may not attach either: one finding says how to fix it, everything else still shows.
+    assert report["stacks_status"] == "denied"
+    (finding,) = [f for f in report["findings"] if f["id"] == "stacks-unavailable"]
+    assert finding["suggestion"] == f"the job runs as root: run dltop as that user, or run `sudo dltop --pid {job.pid}`"
+
+
+def test_missing_py_spy_is_a_finding_not_a_crash(start_job):
+    job = start_job("--workers", "1", "--persistent", "--step-ms", "20")
+    job.wait_workers(1)
+    result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "1", "--json", env={"DLTOP_PY_SPY": ""})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["stacks_status"] == "no-py-spy" and report["loaders"][0]["num_workers"] == 1
+    (finding,) = report["findings"]
+    assert finding["id"] == "stacks-unavailable" and "pip install py-spy" in finding["suggestion"]
 
 
 def test_bad_arguments_exit_2():

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable, Optional
 
 from dltop.collect.disk import DiskSampler
+from dltop.collect.exits import ExitWatcher
 from dltop.collect.gpu import GpuSampler
 from dltop.collect.lifecycle import WorkerLifecycle
+from dltop.collect.loaders import loader_key, split_loaders
 from dltop.collect.process_stats import ProcessSampler, iso
 from dltop.collect.procfs import thread_names
 from dltop.collect.procs import PIN_THREAD_COMMS, Discovery, JobTree
+from dltop.collect.source import SourceLines
+from dltop.collect.stacks import StackSampler
 from dltop.collect.system import SystemSampler
-from dltop.model import JobInfo, LoaderSample, Snapshot
+from dltop.collect.trainer_log import TrainerLogs
+from dltop.frames import start_method as stack_start_method
+from dltop.frames import worker_activity
+from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot
 
 # CPU time per tick for smaps_rollup reads (USS/PSS): the rest are refreshed on later ticks.
 MEMORY_BUDGET_S = 0.006
+SETTLE_S = 1.5
+HANG_AFTER_S = 20.0  # a worker's stack unchanged without CPU this long is "stuck"
 
 
 class Collector:
@@ -29,11 +39,21 @@ class Collector:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         memory_budget_s: float = MEMORY_BUDGET_S,
+        stacks: bool = True,
+        py_spy: Optional[str] = None,
+        hang_after_s: float = HANG_AFTER_S,
     ) -> None:
         self._clock, self._wall = clock, wall
         self.memory_budget_s = memory_budget_s
+        self.hang_after_s = hang_after_s
         self.discovery = Discovery()
         self.tree: JobTree = self.discovery.resolve(pid)
+        self.stacks = StackSampler(self.tree.root_pid, py_spy=py_spy, clock=clock, wall=wall) if stacks else None
+        self.exits = ExitWatcher()
+        self.sources = SourceLines()
+        self.logs = TrainerLogs()
+        self._exit_codes: dict = {}  # pid -> exit code caught by the watcher (workers and trainers)
+        self._known_loaders: dict = {}  # trainer pid -> {loader key: config}
         self.processes = ProcessSampler(clock, wall)
         self.system = SystemSampler()
         self.disks = DiskSampler(clock)
@@ -52,16 +72,32 @@ class Collector:
 
         samples = self._sample_processes(tree, stats, full_memory)
         self.processes.forget_except({(s.pid, stats[s.pid].start_ticks) for s in samples})
+        live = [(s.pid, stats[s.pid].start_ticks, s.role) for s in samples if s.state != "zombie"]
+        for pid, start_ticks, role in live:
+            if role in ("worker", "trainer"):
+                self.exits.watch(pid, start_ticks)
+        caught = self.exits.take()
+        self._exit_codes.update(caught)
+        if self.stacks is not None:
+            self.stacks.update(live)
+            samples = [self._with_stack(s) for s in samples]
         by_pid = {s.pid: s for s in samples}
         if tree.root_pid in by_pid and self._job_started_at is None:
             self._job_started_at = by_pid[tree.root_pid].started_at
 
         workers = {s.pid: s.trainer_pid for s in samples if s.role == "worker"}
         zombies = {s.pid: s.exit_code for s in samples if s.state == "zombie"}
-        self.lifecycle.update(now, iso(self._wall()), workers, zombies)
-
         running_trainers = [p for p in tree.trainer_pids if p in by_pid and by_pid[p].state != "zombie"]
-        loaders = [self._loader(trainer, tree, by_pid) for trainer in running_trainers]
+        self.lifecycle.update(
+            now, iso(self._wall()), workers, {**caught, **zombies}, set(running_trainers), self._last_known
+        )
+        for trainer in running_trainers:
+            self.logs.attach(trainer)
+        for trainer in self.lifecycle.trainers:
+            self.lifecycle.late_codes(trainer, self.logs.worker_errors(trainer), from_log=True)
+        # Trainers that exited keep their loader entry: its exited workers are the evidence.
+        trainers = sorted(set(running_trainers) | set(self.lifecycle.trainers))
+        loaders = [loader for t in trainers for loader in self._loaders(t, tree, by_pid)]
         live_pids = [s.pid for s in samples if s.state != "zombie"]
         anchor = running_trainers[0] if running_trainers else tree.root_pid
         system = self.system.sample(anchor) if live_pids else None
@@ -73,6 +109,7 @@ class Collector:
                 requested_pid=tree.requested_pid,
                 cmdline=" ".join(self.discovery.cmdline(tree.root_pid)),
                 state="running" if running_trainers else "exited",
+                exit_code=self._trainer_exit_code(tree, by_pid) if not running_trainers else None,
                 start_method=next((ld.start_method for ld in loaders if ld.start_method != "unknown"), "unknown"),
                 trainer_pids=tree.trainer_pids,
                 launcher_pid=tree.launcher_pid,
@@ -85,7 +122,55 @@ class Collector:
             gpus=self.gpu.sample(live_pids),
             gpu_status=self.gpu.status,
             disks=self.disks.sample(live_pids),
+            stacks_status=self.stacks.status if self.stacks else "off",
+            stacks_fix=self.stacks.fix if self.stacks else None,
         )
+
+    def settle(self, timeout_s: float = SETTLE_S) -> None:
+        """Wait (briefly) for py-spy runs under way, so the next tick has their results."""
+        if self.stacks is not None:
+            self.stacks.wait_pending(self._clock() + timeout_s)
+
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop py-spy runs and the exit watcher (dltop quits; the job goes on)."""
+        if self.stacks is not None:
+            self.stacks.close()
+        self.exits.close()
+        self.logs.close()
+
+    def _with_stack(self, sample: ProcessSample) -> ProcessSample:
+        proc = self.stacks.procs.get(sample.pid) if self.stacks else None
+        if proc is None or proc.stack is None or sample.state == "zombie":
+            return sample
+        activity = self.stacks.activity(sample.pid)
+        stuck = proc.stuck_s
+        if stuck is not None and stuck >= self.hang_after_s and activity not in ("idle", "waiting-for-data"):
+            activity = "stuck"
+        return dataclasses.replace(
+            sample,
+            activity=activity,
+            stack=[dataclasses.replace(f, code=self.sources.line(sample.pid, f.file, f.line)) for f in proc.stack],
+            stack_at=iso(proc.stack_wall) if proc.stack_wall else None,
+            stuck_s=stuck,
+        )
+
+    def _last_known(self, pid: int) -> tuple:
+        """(activity, stack) of a worker that just went away, from its last dump."""
+        proc = self.stacks.departed.get(pid) if self.stacks else None
+        if proc is None or proc.stack is None:
+            return "unknown", None
+        return worker_activity(list(proc.stack)), list(proc.stack)
+
+    def _trainer_exit_code(self, tree: JobTree, by_pid: dict) -> Optional[int]:
+        codes = [by_pid[p].exit_code for p in tree.trainer_pids if p in by_pid and by_pid[p].exit_code is not None]
+        codes += [self._exit_codes[p] for p in tree.trainer_pids if self._exit_codes.get(p) is not None]
+        return next((c for c in codes if c != 0), codes[0] if codes else None)
 
     def _sample_processes(self, tree: JobTree, stats: dict, full_memory: bool) -> list:
         """Every member's figures; USS/PSS re-read oldest first while the CPU budget lasts."""
@@ -105,20 +190,53 @@ class Collector:
                 samples.append(sample)
         return sorted(samples, key=lambda s: s.pid)
 
-    def _loader(self, trainer: int, tree: JobTree, by_pid: dict) -> LoaderSample:
+    def _loaders(self, trainer: int, tree: JobTree, by_pid: dict) -> list:
+        """One LoaderSample per DataLoader of this trainer (one per trainer until stacks tell them apart)."""
         worker_pids = [p for p in tree.workers_of(trainer) if p in by_pid and by_pid[p].state != "zombie"]
-        methods = {tree.members[p].start_method for p in worker_pids}
-        return LoaderSample(
-            trainer_pid=trainer,
-            num_workers=len(worker_pids),
-            worker_pids=worker_pids,
-            persistent_workers=self.lifecycle.persistent(trainer),
-            pin_memory=self._pin_memory(trainer),
-            start_method=methods.pop() if len(methods) == 1 else "unknown",
-            data_wait_percent=None,  # needs stack samples
-            worker_respawns=self.lifecycle.respawns(trainer),
-            workers_exited=self.lifecycle.exited(trainer),
-        )
+        methods = {p: tree.members[p].start_method or stack_start_method(by_pid[p].stack or []) for p in worker_pids}
+        configs = {p: self._loader_config(p) for p in worker_pids}
+        keyed = split_loaders(worker_pids, configs, methods, self._known_loaders.setdefault(trainer, {}))
+        keys, groups = [key for key, _ in keyed], [group for _, group in keyed]
+        trainer_time = self.stacks.trainer_time(trainer) if self.stacks else None
+        exited = self.lifecycle.exited(trainer)
+        respawns = self.lifecycle.respawns(trainer)
+        loaders = []
+        for index, group in enumerate(groups):
+            mine = [w for w in exited if self._exit_group(w, keys, methods) == index]
+            persistent = group.config.get("persistent_workers", self.lifecycle.persistent(trainer))
+            group_methods = {methods[p] for p in group.worker_pids} - {None}
+            loaders.append(
+                LoaderSample(
+                    trainer_pid=trainer,
+                    num_workers=group.config.get("num_workers", len(group.worker_pids)),
+                    worker_pids=group.worker_pids,
+                    persistent_workers=persistent,
+                    pin_memory=self._pin_memory(trainer),
+                    start_method=group_methods.pop() if len(group_methods) == 1 else "unknown",
+                    data_wait_percent=(
+                        trainer_time.waiting_for_data_percent + trainer_time.collating_percent if trainer_time else None
+                    ),
+                    worker_respawns=0 if persistent else min(len(mine), respawns),
+                    workers_exited=mine,
+                    trainer_time=trainer_time,
+                    dataset=_class_name(group.config.get("dataset")),
+                )
+            )
+        return loaders
+
+    def _loader_config(self, pid: int) -> Optional[dict]:
+        proc = self.stacks.procs.get(pid) if self.stacks else None
+        return proc.loader_config if proc else None
+
+    def _exit_group(self, worker, keys: list, methods: dict) -> int:
+        """Index of the loader an exited worker served (its last config), else the first."""
+        proc = self.stacks.departed.get(worker.pid) if self.stacks else None
+        if proc is not None and proc.loader_config:
+            method = stack_start_method(list(proc.stack or [])) if proc.stack else None
+            key = loader_key(proc.loader_config, method)
+            if key in keys:
+                return keys.index(key)
+        return 0
 
     def _pin_memory(self, trainer: int) -> Optional[bool]:
         """A ``pt_data_pin`` thread means pin_memory=True; its absence is proof only on named torch."""
@@ -128,4 +246,12 @@ class Collector:
             return None
         if any(name.startswith(PIN_THREAD_COMMS) for name in names):
             return True
+        seen = self.stacks.procs.get(trainer) if self.stacks else None
+        if seen is not None and seen.pin_thread is not None:
+            return seen.pin_thread  # a _pin_memory_loop thread in the last sample window
         return False if self.tree.names_expected else None
+
+
+def _class_name(text: Optional[str]) -> Optional[str]:
+    """'<SyntheticDataset at 0x7f...>' -> 'SyntheticDataset'."""
+    return text.strip("<>").split(" at ")[0] if text else None

@@ -7,9 +7,10 @@ boundary (all workers replaced together) from a worker that died.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from dltop.model import ExitedWorker
 
@@ -30,8 +31,17 @@ class WorkerLifecycle:
     def __init__(self) -> None:
         self.trainers: dict = {}  # trainer pid -> TrainerWorkers
 
-    def update(self, now: float, now_iso: str, workers: dict, exit_codes: dict) -> None:
-        """``workers``: {pid: trainer pid} of live workers; ``exit_codes``: {pid: code} of zombies.
+    def update(
+        self,
+        now: float,
+        now_iso: str,
+        workers: dict,
+        exit_codes: dict,
+        running_trainers: set,
+        last_known: Callable[[int], tuple] = lambda pid: ("unknown", None),
+    ) -> None:
+        """``workers``: {pid: trainer pid} of live workers; ``exit_codes``: {pid: code or None} of
+        zombies and of exits caught as they happened; ``last_known(pid)``: (activity, stack).
 
         A zombie counts as gone already: it will never fetch another sample.
         """
@@ -41,7 +51,13 @@ class WorkerLifecycle:
             zombies = {p for p, t in workers.items() if t == trainer_pid and p in exit_codes}
             for pid in sorted((set(history.alive) - current) | (zombies - history.exited_pids)):
                 seen_for = now - history.alive.pop(pid, now)
-                history.exited.append(ExitedWorker(pid, trainer_pid, round(seen_for, 2), now_iso, exit_codes.get(pid)))
+                activity, stack = last_known(pid)
+                history.exited.append(
+                    ExitedWorker(
+                        pid, trainer_pid, round(seen_for, 2), now_iso, exit_codes.get(pid),
+                        _cause(exit_codes.get(pid)), trainer_pid in running_trainers, activity, stack,
+                    )
+                )  # fmt: skip
                 history.exited_pids.add(pid)
                 history.exited_total += 1
             for pid in sorted(current - set(history.alive)):
@@ -49,6 +65,19 @@ class WorkerLifecycle:
                 history.started_total += 1
                 if history.exited_total > history.respawns:
                     history.respawns += 1  # replaces a worker that went away
+            self.late_codes(trainer_pid, exit_codes)
+
+    def late_codes(self, trainer_pid: int, exit_codes: dict, from_log: bool = False) -> None:
+        """Exit statuses learnt after the worker vanished (a tick later, or from the trainer's log)."""
+        history = self.trainers.get(trainer_pid)
+        for index, worker in enumerate(history.exited if history else ()):
+            if worker.pid not in exit_codes or worker.in_trainer_log:
+                continue
+            code = exit_codes[worker.pid] if exit_codes[worker.pid] is not None else worker.exit_code
+            if from_log:  # torch said it exited unexpectedly: a death, whatever the status
+                history.exited[index] = dataclasses.replace(worker, exit_code=code, cause="died", in_trainer_log=True)
+            elif worker.exit_code is None and code is not None:
+                history.exited[index] = dataclasses.replace(worker, exit_code=code, cause=_cause(code))
 
     def respawns(self, trainer_pid: int) -> int:
         history = self.trainers.get(trainer_pid)
@@ -61,3 +90,8 @@ class WorkerLifecycle:
     def persistent(self, trainer_pid: int) -> Optional[bool]:
         """False once workers were seen replaced; unknown until then (stacks can tell sooner)."""
         return False if self.respawns(trainer_pid) else None
+
+
+def _cause(code: Optional[int]) -> str:
+    """Workers leave with 0 at an epoch or loader end (or when their trainer is gone)."""
+    return "unknown" if code is None else "ended" if code == 0 else "died"

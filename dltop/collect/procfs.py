@@ -137,3 +137,17 @@ def read_torch_version(pid: int) -> Optional[str]:
         if match:
             return match.group(1)
     return "unknown"
+
+
+def read_schedstat(pid: int) -> tuple:
+    """(ns on CPU, ns waiting to run, timeslices) of the process's main thread.
+
+    The timeslice count changes whenever the thread runs at all: when it has not changed, the
+    thread cannot have moved to another Python line.
+    """
+    fd = os.open(f"{PROC}/{pid}/schedstat", os.O_RDONLY)
+    try:
+        run_ns, wait_ns, slices = os.read(fd, 256).split()[:3]
+    finally:
+        os.close(fd)
+    return int(run_ns), int(wait_ns), int(slices)

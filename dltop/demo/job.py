@@ -12,23 +12,47 @@ import argparse
 import functools
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, get_worker_info
+
+# Held by a "log flusher" thread of the trainer while workers fork: a fork child gets the lock
+# locked, with no thread to ever release it (the classic fork-while-locked deadlock).
+_FLUSH_LOCK = threading.Lock()
 
 
 class SyntheticDataset(Dataset):
-    """Samples that cost ``sample_ms`` of CPU each; optionally read a file once per worker."""
+    """Samples that cost ``sample_ms`` of CPU each; optionally read a file once per worker, or
+    hang worker 0 after ``hang_at`` samples (``hang``: lock | sleep)."""
 
-    def __init__(self, length: int, sample_ms: float, sample_kb: int, read_file: str | None, read_after: str | None):
+    def __init__(
+        self,
+        length: int,
+        sample_ms: float,
+        sample_kb: int,
+        read_file: str | None = None,
+        read_after: str | None = None,
+        hang: str | None = None,
+        hang_at: int = 0,
+        slow_every: int = 0,
+        slow_ms: float = 0.0,
+        report: str | None = None,
+    ):
         self.length = length
         self.sample_ms = sample_ms
         self.sample_kb = sample_kb
         self.read_file = read_file
         self.read_after = read_after
+        self.hang = hang
+        self.hang_at = hang_at
+        self.slow_every = slow_every
+        self.slow_ms = slow_ms
+        self.report = report
         self._read_done = False
+        self._served = 0
 
     def __len__(self) -> int:
         return self.length
@@ -38,11 +62,34 @@ class SyntheticDataset(Dataset):
             self._read_done = True
             _read_uncached(self.read_file)
             Path(f"{self.read_file}.read-by-{os.getpid()}").touch()
+        self._served += 1
+        if self.hang and self._served > self.hang_at and get_worker_info() and get_worker_info().id == 0:
+            _record(self.report, "hang", at=time.time())
+            _hang(self.hang)
+        if self.slow_every and self._served % self.slow_every == 0:
+            time.sleep(self.slow_ms / 1000)  # a slow read: the worker waits without using CPU
         deadline = time.perf_counter() + self.sample_ms / 1000
         x = 0
         while time.perf_counter() < deadline:
             x += 1
         return torch.full((self.sample_kb * 256,), float(index))
+
+
+def _hang(how: str) -> None:
+    if how == "lock":
+        with _FLUSH_LOCK:  # never returns: the lock was held when this worker forked
+            pass
+    time.sleep(3600)
+
+
+def _hold_flush_lock() -> None:
+    _FLUSH_LOCK.acquire()
+    threading.Event().wait()
+
+
+def _wait_for_peers(seconds: float) -> None:
+    """Stands in for a collective that a slow rank holds up (all_reduce, barrier)."""
+    threading.Event().wait(seconds)
 
 
 def _read_uncached(path: str) -> None:
@@ -77,7 +124,16 @@ def _set_comm(name: bytes) -> None:
 
 def _make_loader(args: argparse.Namespace, name: str, workers: int) -> DataLoader:
     dataset = SyntheticDataset(
-        args.batches * args.batch_size, args.sample_ms, args.sample_kb, args.read_file, args.read_after
+        args.batches * args.batch_size,
+        args.sample_ms,
+        args.sample_kb,
+        args.read_file,
+        args.read_after,
+        args.hang if name == "train" else None,
+        args.hang_at,
+        args.slow_every,
+        args.slow_ms,
+        args.report,
     )
     extra = {}
     if workers > 0:
@@ -93,8 +149,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
-        "--val-workers", type=int, default=0, help="also iterate a second loader with this many workers"
+        "--val-workers", type=int, default=0, help="a validation pass after each epoch, with this many workers"
     )
+    parser.add_argument("--val-step-ms", type=float, default=0.0, help="compute per validation batch")
     parser.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default="fork")
     parser.add_argument("--persistent", action="store_true")
     parser.add_argument("--pin-memory", action="store_true")
@@ -107,6 +164,12 @@ def main() -> None:
     parser.add_argument("--read-file", help="each worker reads this file once, uncached")
     parser.add_argument("--read-after", help="read --read-file only once this path exists")
     parser.add_argument("--unnamed-workers", action="store_true", help="reset worker names, as torch <= 2.2")
+    parser.add_argument("--hang", choices=["lock", "sleep"], help="hang train worker 0 (fork for lock)")
+    parser.add_argument("--hang-at", type=int, default=8, help="samples worker 0 serves before it hangs")
+    parser.add_argument("--slow-every", type=int, default=0, help="every Nth sample of a worker is slow")
+    parser.add_argument("--slow-ms", type=float, default=0.0, help="how long a slow sample waits")
+    parser.add_argument("--stall-after", type=int, help="the trainer stalls after this many batches")
+    parser.add_argument("--stall-s", type=float, default=3600.0, help="how long the trainer stalls")
     parser.add_argument("--report", help="directory for ground-truth pid files")
     args = parser.parse_args()
 
@@ -115,17 +178,47 @@ def main() -> None:
     _record(args.report, "trainer", rank=rank)
     train = _make_loader(args, "train", args.workers)
     val = _make_loader(args, "val", args.val_workers) if args.val_workers else None
-    val_iter = iter(val) if val else None
     weight = torch.zeros(args.sample_kb * 256)
-    epoch = 0
+    if args.hang == "lock":
+        threading.Thread(target=_hold_flush_lock, name="log-flusher", daemon=True).start()
+    clock = WaitClock(args.report)
+    epoch = batches = 0
     while args.epochs == 0 or epoch < args.epochs:
-        for batch in train:
+        batch_iter = iter(train)
+        while (batch := clock.next(batch_iter)) is not None:
             weight += batch.mean(0)
-            if val_iter is not None:
-                next(val_iter, None)
             time.sleep(args.step_ms / 1000)
+            batches += 1
+            if args.stall_after is not None and batches == args.stall_after:
+                _wait_for_peers(args.stall_s)
+        for _batch in val or ():
+            time.sleep(args.val_step_ms / 1000)
         _record(args.report, "epoch", epoch=epoch)
         epoch += 1
+
+
+class WaitClock:
+    """The job's own measure of its data wait: time inside next() vs all time, written to
+    ``timing-<pid>.json`` so tests compare dltop's sampled share with the truth."""
+
+    def __init__(self, report: str | None) -> None:
+        self.report = report
+        self.started = time.perf_counter()
+        self.waited = 0.0
+        self.batches = 0
+        self._written = 0.0
+
+    def next(self, batches):
+        began = time.perf_counter()
+        batch = next(batches, None)
+        now = time.perf_counter()
+        self.waited += now - began
+        self.batches += batch is not None
+        if self.report and now - self._written > 0.25:
+            self._written = now
+            spent = dict(wait_s=self.waited, total_s=now - self.started, batches=self.batches)
+            _record(self.report, "timing", **spent, at=time.time())
+        return batch
 
 
 if __name__ == "__main__":

@@ -6,19 +6,23 @@ kills that whole process group, so no worker is left behind.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from typing import Callable, Optional
 
 from dltop.collect.collector import Collector
+from dltop.diagnose import diagnose
 from dltop.errors import DltopError
 
 DEMO_ARGS = ("--workers", "4", "--persistent", "--sample-ms", "8", "--step-ms", "10", "--batch-size", "8")
 READY_TIMEOUT_S = 60
+WINDOW_TICKS = 120  # ticks the live diagnosis looks back over
 
 
 def start_demo_job(extra_args: tuple = ()) -> subprocess.Popen:
@@ -42,6 +46,7 @@ def attach_when_ready(job: subprocess.Popen) -> Collector:
             collector = Collector(job.pid)
             if any(m.role == "worker" for m in collector.tree.members.values()):
                 return collector
+            collector.close()
         except DltopError:
             pass
         if time.monotonic() > deadline:
@@ -59,14 +64,19 @@ def stop_demo_job(job: subprocess.Popen) -> None:
 
 def run_demo(interval: float, duration: Optional[float], show: Callable[[object], None]) -> int:
     job = start_demo_job()
+    collector = None
     try:
         collector = attach_when_ready(job)
+        window: deque = deque(maxlen=WINDOW_TICKS)
         start = time.monotonic()
         while duration is None or time.monotonic() - start < duration:
-            show(collector.tick())
+            window.append(collector.tick())
+            show(dataclasses.replace(window[-1], findings=diagnose(list(window))))
             time.sleep(interval)
     except KeyboardInterrupt:
         pass
     finally:
+        if collector is not None:
+            collector.close()
         stop_demo_job(job)
     return 0

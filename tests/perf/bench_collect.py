@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import signal
 import statistics
 import subprocess
@@ -19,33 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from common import ROOT, children_cpu, start_job
 
-from dltop.collect.collector import Collector  # noqa: E402
-from tests.support import Job  # noqa: E402
-
-
-def start_job(workers: int, report: Path) -> Job:
-    command = [
-        sys.executable,
-        str(ROOT / "tests/jobs/train.py"),
-        "--report",
-        str(report),
-        "--workers",
-        str(workers),
-        "--persistent",
-        "--sample-ms",
-        "1",
-        "--step-ms",
-        "50",
-    ]
-    return Job(subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL), report)
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+from dltop.collect.collector import Collector
 
 
 def main() -> None:
@@ -56,7 +31,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as report:
-        job = start_job(args.workers, Path(report))
+        job = start_job(
+            Path(report), "--workers", str(args.workers), "--persistent", "--sample-ms", "1", "--step-ms", "50"
+        )
         try:
             job.wait_workers(args.workers, timeout=180)
             collector = Collector(job.pid)
@@ -67,6 +44,7 @@ def main() -> None:
                 before = time.process_time()
                 snapshot = collector.tick()
                 per_tick.append((time.process_time() - before) * 1000)
+            collector.close()
             assert len(snapshot.loaders[0].worker_pids) == args.workers
             print(f"processes per tick: {len(snapshot.processes)}")
             print(

@@ -1,0 +1,189 @@
+"""Run py-spy without harming the job, and parse what it prints (DESIGN.md §4).
+
+Periodic runs are non-blocking (no ptrace stop) and never wait: ``PySpyRun`` starts the
+process and is polled on later ticks, so a slow or stuck py-spy never delays a tick. Output
+goes to files, not pipes, so a large dump can never block on a full pipe. A record window is
+a few seconds long, so even a py-spy orphaned by a killed dltop ends by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from dltop.frames import make_frame
+
+PY_SPY_ENV = "DLTOP_PY_SPY"  # path of the py-spy binary; empty disables stacks
+_RAW_LINE = re.compile(r"^(?:thread \((?P<tid>\d+|0x[0-9a-f]+)\): (?P<thread>[^;]*);)?(?P<stack>.*) (?P<count>\d+)$")
+_RAW_FRAME = re.compile(r"^(?P<function>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
+
+
+@dataclass(frozen=True)
+class ThreadStack:
+    tid: int
+    name: str
+    frames: tuple  # Frame, innermost last
+    locals: Optional[dict] = None  # function -> {name: repr}, full dumps only
+
+
+@dataclass(frozen=True)
+class RunResult:
+    ok: bool
+    text: str  # stdout (dump) or the output file (record)
+    error: str  # one line: why it failed ("" when ok)
+    denied: bool = False  # failed for lack of ptrace rights
+    gone: bool = False  # the process exited
+
+
+def find_py_spy() -> Optional[str]:
+    """$DLTOP_PY_SPY, else py-spy on PATH, else next to this Python (a venv that is not activated)."""
+    if PY_SPY_ENV in os.environ:
+        path = os.environ[PY_SPY_ENV]
+        return path if path and os.access(path, os.X_OK) else None
+    beside = Path(sys.executable).parent / "py-spy"
+    return shutil.which("py-spy") or (str(beside) if os.access(beside, os.X_OK) else None)
+
+
+def dump_command(py_spy: str, pid: int, full: bool = False, with_locals: bool = False) -> list:
+    """Non-blocking by default (locals read without pausing may be inconsistent, fine for settings
+    that never change); ``full`` pauses the target briefly for consistent locals (user request only)."""
+    mode = ["--locals"] if full else ["--nonblocking", *(["--locals"] if with_locals else [])]
+    return [py_spy, "dump", "--json", "--pid", str(pid), *mode]
+
+
+def record_command(py_spy: str, pid: int, rate: int, seconds: int, output: str) -> list:
+    return [
+        py_spy, "record", "--pid", str(pid), "--format", "raw", "--idle", "--threads", "--nonblocking",
+        "--full-filenames", "--rate", str(rate), "--duration", str(seconds), "--output", output,
+    ]  # fmt: skip
+
+
+def parse_dump(text: str) -> list:
+    """``py-spy dump --json`` -> [ThreadStack]; py-spy lists frames innermost first."""
+    threads = []
+    for thread in json.loads(text):
+        frames = [make_frame(f["name"], f.get("filename") or "?", f.get("line")) for f in thread.get("frames") or []]
+        local_vars = {
+            f["name"]: {v["name"]: v.get("repr") for v in f["locals"]}
+            for f in thread.get("frames") or []
+            if f.get("locals")
+        }
+        tid = thread.get("os_thread_id") or thread.get("thread_id") or 0
+        name = thread.get("thread_name") or ""
+        threads.append(ThreadStack(int(tid), name, tuple(reversed(frames)), local_vars or None))
+    return threads
+
+
+def parse_raw(text: str) -> dict:
+    """``py-spy record --format raw --threads`` -> {tid: (thread name, Counter{frames: samples})}.
+
+    Each line is ``thread (TID): NAME;outermost (file:line);...;innermost (file:line) COUNT``.
+    """
+    threads: dict = {}
+    for line in text.splitlines():
+        match = _RAW_LINE.match(line.strip())
+        if not match:
+            continue
+        tid_text = match.group("tid") or "0"
+        tid = int(tid_text, 16) if tid_text.startswith("0x") else int(tid_text)
+        frames = []
+        for part in match.group("stack").split(";"):
+            frame = _RAW_FRAME.match(part)
+            if frame:
+                line_no = int(frame.group("line")) if frame.group("line") else None
+                frames.append(make_frame(frame.group("function"), frame.group("file"), line_no))
+        name, counts = threads.setdefault(tid, (match.group("thread") or "", Counter()))
+        counts[tuple(frames)] += int(match.group("count"))
+    return threads
+
+
+def failure(stderr: str) -> tuple:
+    """(one-line reason, denied, gone) from py-spy's stderr."""
+    lowered = stderr.lower()
+    denied = "permission denied" in lowered or "operation not permitted" in lowered
+    gone = "no such process" in lowered or "check that the process is running" in lowered
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    useful = [line for line in lines if not line.startswith(("Stack backtrace", "Caused by")) and ":" in line]
+    reason = (useful or lines or ["py-spy failed"])[0]
+    return reason.removeprefix("Error: "), denied, gone
+
+
+class PySpyRun:
+    """One py-spy process, started now and collected by ``poll`` on a later tick."""
+
+    def __init__(self, command: list, timeout_s: float, output: Optional[str] = None) -> None:
+        self._stdout = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()
+        self.output = output
+        self.deadline = time.monotonic() + timeout_s
+        try:
+            self.process: Optional[subprocess.Popen] = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=self._stdout, stderr=self._stderr
+            )
+            self._spawn_error = ""
+        except OSError as error:
+            self.process, self._spawn_error = None, f"cannot run py-spy: {error.strerror}"
+
+    def poll(self) -> Optional[RunResult]:
+        """The result once py-spy has finished (or was killed for taking too long), else None."""
+        if self.process is None:
+            return self._finish(RunResult(False, "", self._spawn_error))
+        code = self.process.poll()
+        if code is None:
+            if time.monotonic() < self.deadline:
+                return None
+            self.kill()
+            return self._finish(RunResult(False, "", "py-spy timed out"))
+        stderr = self._read(self._stderr)
+        if code != 0:
+            reason, denied, gone = failure(stderr)
+            return self._finish(RunResult(False, "", reason, denied, gone))
+        text = self._read(self._stdout) if self.output is None else _read_file(self.output)
+        return self._finish(RunResult(True, text, ""))
+
+    def wait(self) -> RunResult:
+        while True:
+            result = self.poll()
+            if result is not None:
+                return result
+            time.sleep(0.01)
+
+    def interrupt(self) -> None:
+        """Ask a record to stop now: py-spy writes what it has sampled so far and exits."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def _finish(self, result: RunResult) -> RunResult:
+        self._stdout.close()
+        self._stderr.close()
+        if self.output:
+            Path(self.output).unlink(missing_ok=True)
+        return result
+
+    @staticmethod
+    def _read(handle) -> str:
+        handle.seek(0)
+        return handle.read().decode(errors="replace")
+
+
+def _read_file(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except FileNotFoundError:
+        return ""  # the process exited before the first sample

@@ -1,0 +1,389 @@
+"""Stack samples of a job's processes within a small CPU budget (DESIGN.md §3-4).
+
+- Trainers: back-to-back short ``py-spy record`` windows (non-blocking, a dozen samples a
+  second) tell where the main thread spends its time: waiting for data, collating, starting
+  workers, running the step (``TrainerTime``).
+- Workers: non-blocking ``py-spy dump`` at about ``dumps_per_s`` on average (a dump costs
+  ~12 ms of CPU). A process whose main thread has not run since its last dump (its schedstat
+  timeslice count is unchanged) provably still has that stack, so it is not dumped again: a
+  hung worker costs one dump, and its ``stuck_s`` keeps growing for free. A worker that went
+  quiet after working (a hang to confirm) is dumped at once, outside the budget.
+
+Nothing here blocks a tick: py-spy runs are started and collected on later ticks. The one
+blocking, pausing dump (``full_dump``, with locals) runs only when the user asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from dltop import frames as stackframes
+from dltop.collect import procfs, ptrace
+from dltop.collect.pyspy import PySpyRun, ThreadStack, dump_command, find_py_spy, parse_dump, parse_raw, record_command
+from dltop.model import TrainerTime
+
+DUMPS_PER_S = 0.3  # routine worker dumps per second on average, all workers together
+URGENT_DUMPS_PER_S = 0.5  # new workers, and workers that went quiet after working (hangs to confirm)
+DUMP_BURST = 4  # dumps that may start at once after a quiet spell (new workers, a hang)
+MAX_IN_FLIGHT = 4
+DUMP_TIMEOUT_S = 5.0
+RECORD_SAMPLES_PER_S = 40  # all trainers together; each gets up to its window's rate
+# Hz per window, cycled: prime rates, so a periodic training step cannot alias with the sampling
+RECORD_RATES = (11, 13, 17)
+RECORD_WINDOW_MAX_S = 4  # windows grow 1, 2, 3, 4 s: a first share within a second, then cheap
+TRAINER_TIME_HISTORY_S = 30.0
+IDLE_WAKE_NS = 5_000_000  # CPU an idle worker may use between dumps and still be idle
+STUCK_CPU_SHARE = 0.01  # a main thread using less than this share of a core is not running
+FAILURES_BEFORE_ERROR = 3
+RETRY_AFTER_DENIED_S = 30.0
+PHASES = ("waiting-for-data", "collating", "starting-workers", "running")
+
+
+@dataclass
+class ProcessStacks:
+    """What is known about one process's main-thread stack, and how long it has not changed."""
+
+    pid: int
+    start_ticks: int
+    role: str
+    stack: Optional[tuple] = None  # Frame, innermost last
+    stack_wall: Optional[float] = None  # time.time() of the sample
+    slices_at_stack: Optional[int] = None  # main-thread timeslices when the dump began
+    streak_since: Optional[float] = None  # the stack unchanged, without CPU, since then (monotonic)
+    streak_run_ns: int = 0
+    confirmed_at: Optional[float] = None  # the stack was last known current then
+    run_ns: int = 0
+    slices: Optional[int] = None
+    seen_at: Optional[float] = None
+    quiet_since: Optional[float] = None  # main thread has not run since then
+    run: Optional[PySpyRun] = None
+    run_began: tuple = ()  # (monotonic, wall, run_ns, slices, quiet_since) when the dump began
+    run_ns_at_dump: int = 0
+    loader_config: Optional[dict] = None  # workers: from _worker_loop's locals (frames.worker_loop_config)
+    trainer_windows: deque = field(default_factory=deque)  # TrainerWindow, newest last
+    windows_done: int = 0
+    pin_thread: Optional[bool] = None
+
+    @property
+    def stuck_s(self) -> Optional[float]:
+        if self.streak_since is None or self.confirmed_at is None:
+            return None
+        return max(0.0, self.confirmed_at - self.streak_since)
+
+
+@dataclass(frozen=True)
+class TrainerWindow:
+    began: float
+    ended: float
+    phases: Counter  # phase -> main-thread samples
+    stacks: Counter  # frames -> main-thread samples
+
+    @property
+    def samples(self) -> int:
+        return sum(self.phases.values())
+
+
+class StackSampler:
+    def __init__(
+        self,
+        job_pid: int,
+        *,
+        py_spy: Optional[str] = None,
+        dumps_per_s: float = DUMPS_PER_S,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.py_spy = py_spy if py_spy is not None else find_py_spy()
+        self.job_pid = job_pid
+        self.dumps_per_s = dumps_per_s
+        self._clock, self._wall = clock, wall
+        self.procs: dict = {}  # pid -> ProcessStacks
+        self.departed: dict = {}  # pid -> ProcessStacks of workers that went away (their last stack)
+        self.requested: set = set()  # pids the user is looking at: dumped every tick
+        self._tokens = self._urgent_tokens = float(DUMP_BURST)
+        self._last_update: Optional[float] = None
+        self._failures = 0
+        self._denied_at: Optional[float] = None
+        self.status = "ok" if self.py_spy else "no-py-spy"
+        self.fix: Optional[str] = (
+            None if self.py_spy else ("install py-spy (`pip install py-spy`) or point DLTOP_PY_SPY at it")
+        )
+        self._tmp = tempfile.mkdtemp(prefix="dltop-")
+
+    # -- every tick ------------------------------------------------------------------
+
+    def update(self, members: list) -> None:
+        """``members``: [(pid, start_ticks, role)] of the job's live processes now."""
+        now = self._clock()
+        elapsed = 0.0 if self._last_update is None else now - self._last_update
+        self._last_update = now
+        self._forget_departed({(pid, ticks) for pid, ticks, _ in members})
+        for pid, ticks, role in members:
+            proc = self.procs.get(pid)
+            if proc is None:
+                proc = self.procs[pid] = ProcessStacks(pid, ticks, role)
+            proc.role = role
+            self._read_schedstat(proc, now)
+            self._collect(proc, now)
+        if self.py_spy is None or not self._may_try(now):
+            return
+        self._tokens = min(float(DUMP_BURST), self._tokens + elapsed * self.dumps_per_s)
+        self._urgent_tokens = min(float(DUMP_BURST), self._urgent_tokens + elapsed * URGENT_DUMPS_PER_S)
+        self._start_records(now)
+        self._start_dumps(now)
+
+    def trainer_time(self, pid: int) -> Optional[TrainerTime]:
+        proc = self.procs.get(pid)
+        if proc is None or not proc.trainer_windows:
+            return None
+        windows = list(proc.trainer_windows)
+        phases: Counter = sum((w.phases for w in windows), Counter())
+        total = sum(phases.values())
+        if not total:
+            return None
+        share = {phase: 100.0 * phases[phase] / total for phase in PHASES}
+        return TrainerTime(
+            samples=total,
+            window_s=windows[-1].ended - windows[0].began,
+            waiting_for_data_percent=share["waiting-for-data"],
+            collating_percent=share["collating"],
+            starting_workers_percent=share["starting-workers"],
+            running_percent=share["running"],
+        )
+
+    def activity(self, pid: int) -> str:
+        proc = self.procs.get(pid)
+        if proc is None or proc.stack is None:
+            return "unknown"
+        if proc.role == "trainer":
+            latest = proc.trainer_windows[-1] if proc.trainer_windows else None
+            return latest.phases.most_common(1)[0][0] if latest and latest.samples else "unknown"
+        if proc.role == "worker":
+            return stackframes.worker_activity(list(proc.stack))
+        return "running"
+
+    def wait_pending(self, deadline: float) -> None:
+        """Cut record windows short (their samples so far are kept) and let dumps under way finish."""
+        for proc in self.procs.values():
+            if proc.run is not None and proc.role == "trainer":
+                proc.run.interrupt()
+        while any(p.run is not None and p.run.process and p.run.process.poll() is None for p in self.procs.values()):
+            if self._clock() >= deadline:
+                return
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        for proc in list(self.procs.values()):
+            if proc.run is not None:
+                proc.run.kill()
+                proc.run = None
+        for leftover in Path(self._tmp).glob("*"):
+            leftover.unlink(missing_ok=True)
+        Path(self._tmp).rmdir()
+
+    # -- the user asked ----------------------------------------------------------------
+
+    def full_dump(self, pid: int, timeout_s: float = 10.0) -> list:
+        """Every thread with locals: py-spy pauses the process while it reads (user action only)."""
+        if self.py_spy is None:
+            raise OSError(self.fix)
+        result = PySpyRun(dump_command(self.py_spy, pid, full=True), timeout_s).wait()
+        if not result.ok:
+            if result.denied:
+                self._mark_denied(self._clock())
+            raise OSError(result.error)
+        return parse_dump(result.text)
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _forget_departed(self, alive: set) -> None:
+        for pid, proc in list(self.procs.items()):
+            if (pid, proc.start_ticks) in alive:
+                continue
+            if proc.run is not None:
+                proc.run.kill()
+            if proc.role == "worker":
+                self.departed[pid] = proc
+            del self.procs[pid]
+        while len(self.departed) > 256:
+            self.departed.pop(next(iter(self.departed)))
+
+    def _read_schedstat(self, proc: ProcessStacks, now: float) -> None:
+        try:
+            run_ns, _, slices = procfs.read_schedstat(proc.pid)
+        except (OSError, ValueError):
+            return
+        if proc.slices is not None and slices == proc.slices:
+            if proc.quiet_since is None:
+                proc.quiet_since = proc.seen_at
+        else:
+            proc.quiet_since = None
+        if proc.streak_since is not None:
+            if run_ns - proc.streak_run_ns > STUCK_CPU_SHARE * (now - proc.streak_since) * 1e9 + 1e7:
+                proc.streak_since = proc.confirmed_at = None  # it is running again
+            elif slices == proc.slices_at_stack:
+                proc.confirmed_at = now  # has not run since the dump: the stack is still current
+        proc.run_ns, proc.slices, proc.seen_at = run_ns, slices, now
+
+    def _may_try(self, now: float) -> bool:
+        if self.status != "denied":
+            return True
+        if self._denied_at is not None and now - self._denied_at >= RETRY_AFTER_DENIED_S:
+            self._denied_at = now  # try again now and then: the user may have fixed it
+            return True
+        return False
+
+    def _mark_denied(self, now: float) -> None:
+        self.status, self._denied_at = "denied", now
+        self.fix = ptrace.stacks_fix(ptrace.facts(self.job_pid), self.job_pid)
+
+    def _collect(self, proc: ProcessStacks, now: float) -> None:
+        if proc.run is None:
+            return
+        result = proc.run.poll()
+        if result is None:
+            return
+        proc.run = None
+        if not result.ok:
+            if result.denied:
+                self._mark_denied(now)
+            elif not result.gone:
+                self._failures += 1
+                if self._failures >= FAILURES_BEFORE_ERROR and self.status == "ok":
+                    self.status = f"error: {result.error}"
+                    self.fix = (
+                        "py-spy keeps failing on this job: upgrade it (`pip install -U py-spy`); a Python "
+                        "newer than the installed py-spy supports is the usual cause"
+                    )
+            return
+        self._failures = 0
+        if self.status != "ok":
+            self.status, self.fix = "ok", None
+        if proc.role == "trainer":
+            self._add_window(proc, result.text, now)
+        else:
+            threads = parse_dump(result.text)
+            self._add_dump(proc, threads)
+            if proc.role == "worker" and proc.loader_config is None:
+                config: dict = {}
+                for thread in threads:
+                    config.update(stackframes.worker_loop_config(thread.locals or {}))
+                proc.loader_config = config if "worker_id" in config else None
+
+    def _add_dump(self, proc: ProcessStacks, threads: list) -> None:
+        main = _main_thread(threads, proc.pid)
+        if main is None:
+            return
+        began, wall, run_ns, slices, quiet_since = proc.run_began
+        stack = main.frames
+        same = stack == proc.stack and proc.streak_since is not None
+        if same and run_ns - proc.streak_run_ns <= STUCK_CPU_SHARE * (began - proc.streak_since) * 1e9 + 1e7:
+            proc.confirmed_at = max(proc.confirmed_at or began, began)
+        else:
+            # Quiet since before the dump began: this stack has been current since then.
+            proc.streak_since = quiet_since if quiet_since is not None else began
+            proc.streak_run_ns, proc.confirmed_at = run_ns, began
+        proc.stack, proc.stack_wall, proc.slices_at_stack = stack, wall, slices
+
+    def _add_window(self, proc: ProcessStacks, text: str, now: float) -> None:
+        began = proc.run_began[0]
+        threads = parse_raw(text)
+        proc.pin_thread = any(stackframes.has_pin_memory_loop(list(s)) for _, c in threads.values() for s in c)
+        _, stacks = threads.get(proc.pid, ("", Counter()))
+        if not stacks and threads:  # no thread ids (old py-spy): the first thread is the main one
+            _, stacks = next(iter(threads.values()))
+        phases: Counter = Counter()
+        for stack, count in stacks.items():
+            phases[stackframes.trainer_phase(list(stack))] += count
+        proc.trainer_windows.append(TrainerWindow(began, now, phases, stacks))
+        proc.windows_done += 1
+        while proc.trainer_windows and now - proc.trainer_windows[0].ended > TRAINER_TIME_HISTORY_S:
+            proc.trainer_windows.popleft()
+        if stacks:
+            self._trainer_streak(proc, stacks, began, now)
+
+    def _trainer_streak(self, proc: ProcessStacks, stacks: Counter, began: float, now: float) -> None:
+        """A trainer's stack is 'stuck' while every sample of consecutive windows is the same stack."""
+        typical = stacks.most_common(1)[0][0]
+        if len(stacks) == 1 and typical == proc.stack and proc.streak_since is not None:
+            proc.confirmed_at = now
+        elif len(stacks) == 1:
+            proc.streak_since, proc.confirmed_at, proc.streak_run_ns = began, now, proc.run_ns
+        else:
+            proc.streak_since = proc.confirmed_at = None
+        proc.stack, proc.stack_wall = typical, self._wall()
+
+    def _start_records(self, now: float) -> None:
+        trainers = [p for p in self.procs.values() if p.role == "trainer"]
+        for proc in trainers:
+            if proc.run is None:
+                cycled = RECORD_RATES[proc.windows_done % len(RECORD_RATES)]
+                rate = max(2, min(cycled, RECORD_SAMPLES_PER_S // len(trainers)))
+                seconds = min(RECORD_WINDOW_MAX_S, 1 + proc.windows_done)
+                output = os.path.join(self._tmp, f"record-{proc.pid}-{proc.windows_done}.txt")
+                command = record_command(self.py_spy, proc.pid, rate, seconds, output)
+                proc.run = PySpyRun(command, seconds + DUMP_TIMEOUT_S, output)
+                proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
+
+    def _start_dumps(self, now: float) -> None:
+        in_flight = sum(1 for p in self.procs.values() if p.run is not None and p.role != "trainer")
+        for proc in sorted(self._dump_candidates(), key=self._priority):
+            rank = self._priority(proc)[0]
+            if in_flight >= MAX_IN_FLIGHT:
+                break
+            if rank in (1, 2) and self._urgent_tokens >= 1:
+                self._urgent_tokens -= 1
+            elif rank > 0 and self._tokens >= 1:
+                self._tokens -= 1
+            elif rank > 0:
+                continue
+            # A worker's first dump reads _worker_loop's arguments too: its loader and settings.
+            with_locals = proc.role == "worker" and proc.loader_config is None
+            proc.run = PySpyRun(dump_command(self.py_spy, proc.pid, with_locals=with_locals), DUMP_TIMEOUT_S)
+            proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
+            proc.run_ns_at_dump = proc.run_ns
+            in_flight += 1
+
+    def _dump_candidates(self) -> list:
+        """Workers (and what the user looks at) whose stack may have changed since their last dump."""
+        return [
+            p
+            for p in self.procs.values()
+            if p.run is None
+            and (p.role == "worker" or p.pid in self.requested)
+            and p.role != "trainer"
+            and (p.stack is None or p.slices != p.slices_at_stack or p.pid in self.requested)
+        ]
+
+    def _priority(self, proc: ProcessStacks) -> tuple:
+        """(rank, oldest first): 0 the user asked (no budget); 1 a hang to confirm and 2 a new
+        process (the urgent budget first); 3 routine refreshes."""
+        if proc.pid in self.requested:
+            rank = 0
+        elif proc.quiet_since is not None and self._worked_since_dump(proc):
+            rank = 1  # worked, then went quiet: a hang to confirm (or a worker that just went idle)
+        elif proc.stack is None:
+            rank = 2
+        else:
+            rank = 3
+        return rank, proc.seen_at if proc.stack is None else (proc.run_began[0] if proc.run_began else 0.0)
+
+    @staticmethod
+    def _worked_since_dump(proc: ProcessStacks) -> bool:
+        """Not idle at its last dump, or used CPU since (an idle worker's 5 s wake-ups use ~none)."""
+        if proc.stack is None:
+            return True
+        idle = stackframes.worker_activity(list(proc.stack)) == "idle"
+        return not idle or proc.run_ns - proc.run_ns_at_dump > IDLE_WAKE_NS
+
+
+def _main_thread(threads: list, pid: int) -> Optional[ThreadStack]:
+    return next((t for t in threads if t.tid == pid), None) or next(
+        (t for t in threads if t.name == "MainThread"), None
+    )

@@ -1,0 +1,71 @@
+"""What the trainer itself said about its workers, when its output goes to a file.
+
+When a worker dies torch raises in the trainer: "DataLoader worker (pid 123) is killed by
+signal: Killed." or "... exited unexpectedly with exit code 1". If the trainer's stdout/stderr
+is a regular file (nohup, Slurm, ``> train.log``) dltop keeps a read-only descriptor to it from
+the first tick, so the message can be read even after the trainer exited, the file was deleted,
+or from another mount namespace. Pipes and terminals are never read: that would steal output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+
+TAIL_BYTES = 64 << 10
+_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\.")
+_EXITED = re.compile(r"DataLoader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)")
+_EXITED_PIDS = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly")
+_SIGNALS = {signal.strsignal(s): int(s) for s in signal.Signals if signal.strsignal(s)}
+
+
+def parse_worker_errors(text: str) -> dict:
+    """{worker pid: exit code (< 0: killed by that signal), None when torch did not say} from its messages."""
+    codes: dict = {int(pid): None for pids in _EXITED_PIDS.findall(text) for pid in pids.split(",")}
+    codes.update({int(pid): -_SIGNALS[name] for pid, name in _KILLED.findall(text) if name in _SIGNALS})
+    codes.update({int(pid): int(code) for pid, code in _EXITED.findall(text)})
+    return codes
+
+
+class TrainerLogs:
+    def __init__(self) -> None:
+        self._fds: dict = {}  # trainer pid -> [fd]
+        self._parsed: dict = {}  # fd -> (size when parsed, codes)
+
+    def attach(self, pid: int) -> None:
+        if pid in self._fds:
+            return
+        fds, seen = [], set()
+        for number in (1, 2):
+            path = f"/proc/{pid}/fd/{number}"
+            try:
+                info = os.stat(path)
+                if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) in seen:
+                    continue
+                fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+                seen.add((info.st_dev, info.st_ino))
+            except OSError:
+                continue
+        self._fds[pid] = fds
+
+    def worker_errors(self, pid: int) -> dict:
+        """Re-reads a log's tail only when it grew: one fstat per tick otherwise."""
+        codes: dict = {}
+        for fd in self._fds.get(pid, ()):
+            try:
+                size = os.fstat(fd).st_size
+            except OSError:
+                continue
+            if self._parsed.get(fd, (None,))[0] != size:
+                text = os.pread(fd, TAIL_BYTES, max(0, size - TAIL_BYTES)).decode(errors="replace")
+                self._parsed[fd] = (size, parse_worker_errors(text))
+            codes.update(self._parsed[fd][1])
+        return codes
+
+    def close(self) -> None:
+        for fds in self._fds.values():
+            for fd in fds:
+                os.close(fd)
+        self._fds.clear()

@@ -1,0 +1,28 @@
+"""Findings from a window of Snapshots (DESIGN.md §1-2): pure rules, no I/O.
+
+Each rule is one small function ``rule(window, settings) -> [Finding]`` registered in
+``RULES``; ``diagnose`` runs them all over the window (oldest first, newest last).
+"""
+
+from __future__ import annotations
+
+from dltop.diagnose.faults import stacks_unavailable, trainer_stalled, worker_died, worker_hung
+from dltop.diagnose.settings import Settings
+from dltop.model import Finding
+
+RULES = (stacks_unavailable, worker_hung, worker_died, trainer_stalled)
+DEFAULTS = Settings()
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def diagnose(window: list, settings: Settings = DEFAULTS) -> list:
+    """Every finding the window supports, most severe first."""
+    if not window:
+        return []
+    findings: list = []
+    for rule in RULES:
+        findings.extend(rule(window, settings))
+    return sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.id, f.pids))
+
+
+__all__ = ["Finding", "RULES", "Settings", "diagnose"]

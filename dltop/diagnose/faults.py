@@ -1,0 +1,227 @@
+"""Faults: a hung worker, a dead worker, a stalled trainer, and stacks that cannot be read.
+
+These say *which process* is wrong and *where*; they stay silent on healthy jobs: idle
+workers, epoch boundaries (workers exit 0 together) and a job killed as a whole are normal.
+"""
+
+from __future__ import annotations
+
+import signal
+from datetime import datetime
+from typing import Optional
+
+from dltop.diagnose.settings import Settings
+from dltop.frames import is_dataloader_machinery, user_frame, waits_on_lock
+from dltop.model import Finding, ProcessSample, Snapshot
+
+DEADLOCK_FIX = (
+    "Do not hold locks or start threads/thread pools in the trainer before the workers fork: create them "
+    "lazily inside each worker (worker_init_fn), or use DataLoader(..., multiprocessing_context='forkserver') "
+    "(or 'spawn'); and set DataLoader(..., timeout=120) so a stuck worker raises instead of stalling forever."
+)
+BLOCKED_FIX = (
+    "Find why this call blocks (a network or storage read without a timeout, a sleep, a queue); give it a "
+    "timeout, and set DataLoader(..., timeout=120) so a stuck worker raises instead of stalling forever."
+)
+SIGNAL_HINTS = {
+    signal.SIGKILL: "SIGKILL usually means the kernel's OOM killer (see `dmesg`) or a container memory limit: "
+    "lower num_workers or per-worker memory (keep dataset metadata in numpy/arrow, not Python lists)",
+    signal.SIGBUS: "SIGBUS in a worker usually means /dev/shm is full: raise it (`docker run --shm-size=8g` "
+    "or `--ipc=host`) or lower prefetch_factor/num_workers",
+    signal.SIGSEGV: "SIGSEGV is a crash in native code called by the dataset (image decoders, OpenCV/OpenMP "
+    "used before fork): try multiprocessing_context='spawn' and cv2.setNumThreads(0)",
+}
+
+
+def stacks_unavailable(window: list, settings: Settings) -> list:
+    latest: Snapshot = window[-1]
+    if latest.stacks_status in ("ok", "off"):
+        return []
+    reason = {
+        "no-py-spy": "py-spy is not installed",
+        "denied": "py-spy may not read this job's memory (ptrace permission)",
+    }.get(latest.stacks_status, latest.stacks_status)
+    return [
+        Finding(
+            id="stacks-unavailable",
+            severity="warning",
+            title="Stacks unavailable: cannot see what workers do or detect hangs",
+            detail=f"{reason}. Figures from /proc and NVML still show; data-wait share, activity and "
+            "hung-worker detection need stacks.",
+            pids=[latest.job.pid],
+            evidence={"stacks_status": latest.stacks_status},
+            suggestion=latest.stacks_fix or "run dltop as root",
+        )
+    ]
+
+
+def worker_hung(window: list, settings: Settings) -> list:
+    latest: Snapshot = window[-1]
+    by_pid = {p.pid: p for p in latest.processes}
+    waits = {ld.trainer_pid: ld.data_wait_percent for ld in latest.loaders}
+    findings = []
+    for worker in latest.processes:
+        if worker.role != "worker" or not worker.stack or worker.activity in ("idle", "unknown"):
+            continue
+        if worker.stuck_s is None or worker.stuck_s < settings.hang_after_s:
+            continue
+        trainer = by_pid.get(worker.trainer_pid)
+        if not _waits_for_data(trainer, waits.get(worker.trainer_pid), settings):
+            continue
+        findings.append(_hung_finding(worker, trainer))
+    return findings
+
+
+def _waits_for_data(trainer: Optional[ProcessSample], wait_percent: Optional[float], settings: Settings) -> bool:
+    if trainer is None or trainer.state in ("zombie", "gone", "exited"):
+        return False
+    if trainer.activity != "unknown":
+        return trainer.activity == "waiting-for-data"
+    return wait_percent is not None and wait_percent >= settings.trainer_waiting_percent
+
+
+def _hung_finding(worker: ProcessSample, trainer: ProcessSample) -> Finding:
+    leaf = worker.stack[-1]
+    mine = user_frame(worker.stack) or leaf
+    deadlock = waits_on_lock(worker.stack, leaf.code)
+    code = f" (`{leaf.code}`)" if leaf.code else ""
+    kind = "deadlocked on a lock" if deadlock else "hung"
+    return Finding(
+        id="worker-hung",
+        severity="error",
+        title=f"Worker {worker.pid} {kind} for {worker.stuck_s:.0f}s in {mine.function}",
+        detail=f"Its main thread has kept the same stack without using CPU for {worker.stuck_s:.0f}s, stuck at "
+        f"{leaf.where()}{code}, while trainer {trainer.pid} waits for data."
+        + (
+            " The leaf waits on a lock or condition: a deadlock. Under fork a worker inherits every lock the "
+            "trainer's other threads held at that moment, with no thread left to release it."
+            if deadlock
+            else ""
+        ),
+        pids=[worker.pid],
+        evidence={
+            "pid": worker.pid,
+            "trainer_pid": trainer.pid,
+            "stuck_s": round(worker.stuck_s, 1),
+            "stuck_frame": leaf.where(),
+            "user_frame": mine.where(),
+            "code": leaf.code,
+            "deadlock": deadlock,
+            "state": worker.state,
+        },
+        suggestion=DEADLOCK_FIX if deadlock else BLOCKED_FIX,
+    )
+
+
+def worker_died(window: list, settings: Settings) -> list:
+    latest: Snapshot = window[-1]
+    findings = []
+    for loader in latest.loaders:
+        exits = loader.workers_exited
+        for gone in exits:
+            if gone.cause != "died" or _killed_with_job(gone, exits, latest, settings):
+                continue
+            findings.append(_died_finding(gone, latest))
+    return findings
+
+
+def _killed_with_job(gone, exits: list, latest: Snapshot, settings: Settings) -> bool:
+    """The whole job killed at once (kill -9 of its group): the job ended too, and every exit around it
+    shares the signal or is unknown. A death torch reported in the trainer's log was not that."""
+    if gone.in_trainer_log or latest.job.state != "exited" or latest.job.exit_code not in (gone.exit_code, None):
+        return False
+    around = [e for e in exits if abs(_seconds_between(e.gone_at, gone.gone_at)) <= settings.same_event_s]
+    return all(e.exit_code in (gone.exit_code, None) for e in around)
+
+
+def _died_finding(gone, latest: Snapshot) -> Finding:
+    code = gone.exit_code
+    if code is None:
+        how = "exited unexpectedly (torch says; its exit status was not seen)"
+    else:
+        how = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+    hint = SIGNAL_HINTS.get(-code) if code is not None and code < 0 else None
+    last = gone.last_stack[-1].where() if gone.last_stack else None
+    doing = f" It was last seen {gone.last_activity}" + (f" at {last}." if last else ".")
+    after = " The trainer then exited." if latest.job.state == "exited" else ""
+    if gone.in_trainer_log:
+        after += " torch reported it in the trainer's log."
+    return Finding(
+        id="worker-died",
+        severity="error",
+        title=f"Worker {gone.pid} {how}",
+        detail=f"DataLoader worker {gone.pid} of trainer {gone.trainer_pid} {how} at {gone.gone_at}, "
+        f"outside an epoch end (workers leave with 0 there).{doing if gone.last_activity != 'unknown' else ''}"
+        f"{after}",
+        pids=[gone.pid],
+        evidence={
+            "pid": gone.pid,
+            "trainer_pid": gone.trainer_pid,
+            "exit_code": code,
+            "signal": _signal_name(-code) if code is not None and code < 0 else None,
+            "gone_at": gone.gone_at,
+            "lived_s": gone.seen_for_s,
+            "last_activity": gone.last_activity,
+            "last_frame": last,
+            "in_trainer_log": gone.in_trainer_log,
+        },
+        suggestion=hint
+        or "Look at the trainer's log for the worker's traceback; torch reports "
+        "'DataLoader worker (pid N) exited unexpectedly'.",
+    )
+
+
+def trainer_stalled(window: list, settings: Settings) -> list:
+    latest: Snapshot = window[-1]
+    workers = [p for p in latest.processes if p.role == "worker" and p.state not in ("zombie", "gone", "exited")]
+    findings = []
+    for trainer in latest.processes:
+        if trainer.role != "trainer" or not trainer.stack or trainer.state in ("zombie", "gone", "exited"):
+            continue
+        if trainer.stuck_s is None or trainer.stuck_s < settings.hang_after_s:
+            continue
+        if is_dataloader_machinery(trainer.stack):
+            continue  # waiting in the DataLoader: a worker's problem, reported by worker-hung
+        mine = [w for w in workers if w.trainer_pid == trainer.pid]
+        if any(w.activity not in ("idle", "unknown") for w in mine):
+            continue
+        leaf = trainer.stack[-1]
+        where = user_frame(trainer.stack) or leaf
+        code = f" (`{leaf.code}`)" if leaf.code else ""
+        findings.append(
+            Finding(
+                id="trainer-stalled",
+                severity="warning",
+                title=f"Trainer {trainer.pid} stalled {trainer.stuck_s:.0f}s in {where.function} (not the DataLoader)",
+                detail=f"Its main thread has kept one stack without using CPU for {trainer.stuck_s:.0f}s, at "
+                f"{leaf.where()}{code}; its {len(mine)} workers are idle with batches ready. The input "
+                "pipeline is not the cause: look at this call (a collective waiting for another rank, a lock, "
+                "I/O).",
+                pids=[trainer.pid],
+                evidence={
+                    "pid": trainer.pid,
+                    "stuck_s": round(trainer.stuck_s, 1),
+                    "stuck_frame": leaf.where(),
+                    "user_frame": where.where(),
+                    "code": leaf.code,
+                    "workers_idle": len(mine),
+                },
+                suggestion="Do not change the DataLoader for this. If the call is a collective, find the rank "
+                "that has not arrived (dltop --pid on each rank; py-spy dump on the others).",
+            )
+        )
+    return findings
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _seconds_between(a: str, b: str) -> float:
+    try:
+        return (datetime.fromisoformat(a) - datetime.fromisoformat(b)).total_seconds()
+    except ValueError:
+        return 0.0

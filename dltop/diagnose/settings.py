@@ -1,0 +1,15 @@
+"""Thresholds of the diagnosis rules, with their documented defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    # worker-hung / trainer-stalled: same stack, no CPU, for this long (--hang-after)
+    hang_after_s: float = 20.0
+    # "the trainer waits for data": share of its recent samples inside the DataLoader's __next__
+    trainer_waiting_percent: float = 50.0
+    # exits this close together belong to one event (a job killed as a whole, an epoch end)
+    same_event_s: float = 2.0

@@ -1,0 +1,146 @@
+"""What a Python stack says a DataLoader process is doing (DESIGN.md §3).
+
+Pure functions over frames (innermost last). Frames are matched by short function name and
+file suffix, so Python <= 3.10 (bare names) and newer (``Class.method``) both match.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from dltop.model import Frame
+
+DATALOADER = "torch/utils/data/dataloader.py"
+WORKER = "torch/utils/data/_utils/worker.py"
+FETCH = "torch/utils/data/_utils/fetch.py"
+COLLATE = "torch/utils/data/_utils/collate.py"
+PIN = "torch/utils/data/_utils/pin_memory.py"
+QUEUES = ("multiprocessing/queues.py", "/queue.py")
+BOOTSTRAP = ("multiprocessing/spawn.py", "multiprocessing/forkserver.py", "multiprocessing/popen_fork.py")
+
+# Entering and leaving an epoch: iter(loader), worker start-up, persistent workers' reset, shutdown.
+EPOCH_BOUNDARY = ("__iter__", "_get_iterator", "__init__", "_reset", "_shutdown_workers", "__del__")
+# Leaves that block on a lock, condition, event, join or semaphore.
+WAIT_LEAVES = {
+    "threading.py": ("wait", "acquire", "_wait_for_tstate_lock", "join"),
+    "multiprocessing/synchronize.py": ("__enter__", "acquire", "wait"),
+    "multiprocessing/connection.py": ("wait",),
+}
+LOCK_SOURCE = re.compile(r"\.acquire\(|\.wait\(|^\s*(async\s+)?with\b.*(lock|mutex|sem|cond)", re.IGNORECASE)
+_TORCH = re.compile(r"/(site|dist)-packages/torch/|^torch/")
+_STDLIB = re.compile(r"/lib/python\d\.\d+/(?!site-packages|dist-packages)|^<frozen ")
+
+
+def frame_kind(path: str) -> str:
+    """user | library | torch | stdlib, from the file's full path."""
+    if _TORCH.search(path):
+        return "torch"
+    if "/site-packages/" in path or "/dist-packages/" in path:
+        return "library"
+    if _STDLIB.search(path) or path.startswith("<"):
+        return "stdlib"
+    return "user"
+
+
+def make_frame(function: str, path: str, line: Optional[int]) -> Frame:
+    return Frame(function, path, line, frame_kind(path))
+
+
+def _short(function: str) -> str:
+    return function.rsplit(".", 1)[-1]
+
+
+def _find(frames: list, file_suffix: str, functions: tuple = ()) -> Optional[int]:
+    """Index of the outermost frame in ``file_suffix`` (with one of ``functions``), else None."""
+    for index, frame in enumerate(frames):
+        if frame.file.endswith(file_suffix) and (not functions or _short(frame.function) in functions):
+            return index
+    return None
+
+
+def trainer_phase(frames: list) -> str:
+    """waiting-for-data | collating | starting-workers | running, for a trainer's main thread.
+
+    With num_workers=0 ``__next__`` runs the dataset itself: that fetch is the wait.
+    """
+    inside_next = _find(frames, DATALOADER, ("__next__",))
+    if inside_next is not None:
+        inner = frames[inside_next:]
+        return "collating" if any(f.file.endswith((COLLATE, PIN)) for f in inner) else "waiting-for-data"
+    if _find(frames, DATALOADER, EPOCH_BOUNDARY) is not None:
+        return "starting-workers"
+    return "running"
+
+
+def worker_activity(frames: list) -> str:
+    """idle | fetching | collating | sending | starting | unknown, for a worker's main thread."""
+    loop = _find(frames, WORKER, ("_worker_loop",))
+    if loop is None:
+        return "starting" if any(f.file.endswith(BOOTSTRAP) for f in frames) else "unknown"
+    inner = frames[loop + 1 :]
+    if any(f.file.endswith(FETCH) for f in inner):
+        return "collating" if any(f.file.endswith(COLLATE) for f in inner) else "fetching"
+    if inner and inner[0].file.endswith(QUEUES):
+        return "idle" if _short(inner[0].function) == "get" else "sending"
+    return "starting"  # seeding, worker_init_fn, creating the fetcher
+
+
+def is_dataloader_machinery(frames: list) -> bool:
+    return any(f.file.endswith((DATALOADER, WORKER)) for f in frames)
+
+
+def has_pin_memory_loop(frames: list) -> bool:
+    return _find(frames, PIN, ("_pin_memory_loop",)) is not None
+
+
+def user_frame(frames: list) -> Optional[Frame]:
+    """The innermost frame of the user's own code, else of a library (torchvision, PIL...)."""
+    for kind in ("user", "library"):
+        found = next((f for f in reversed(frames) if f.kind == kind), None)
+        if found is not None:
+            return found
+    return None
+
+
+def waits_on_lock(frames: list, leaf_source: Optional[str]) -> bool:
+    """True when the leaf blocks on a lock/condition/event: a hang there is a deadlock.
+
+    py-spy shows Python frames only, so a C-level ``lock.acquire()`` or ``with lock:`` shows as
+    the user's line: its source text tells.
+    """
+    if not frames:
+        return False
+    leaf = frames[-1]
+    for suffix, functions in WAIT_LEAVES.items():
+        if leaf.file.endswith(suffix) and _short(leaf.function) in functions:
+            return True
+    return bool(leaf_source and LOCK_SOURCE.search(leaf_source))
+
+
+def start_method(frames: list) -> Optional[str]:
+    """fork | spawn | forkserver from the bottom of a worker's stack."""
+    bottom = {f.file.rsplit("multiprocessing/", 1)[-1] for f in frames if "multiprocessing/" in f.file}
+    if "forkserver.py" in bottom:
+        return "forkserver"
+    if "spawn.py" in bottom:
+        return "spawn"
+    return "fork" if "popen_fork.py" in bottom else None
+
+
+def worker_loop_config(local_vars: dict) -> dict:
+    """num_workers, persistent_workers, worker_id, batch_size from ``_worker_loop``'s locals
+    (a full dump: ``py-spy dump --locals``); keys whose value py-spy did not show are left out."""
+    loop = next((v for k, v in local_vars.items() if _short(k) == "_worker_loop"), None) or {}
+    config: dict = {}
+    for name in ("num_workers", "worker_id"):
+        if str(loop.get(name, "")).isdigit():
+            config[name] = int(loop[name])
+    if loop.get("persistent_workers") in ("True", "False"):
+        config["persistent_workers"] = loop["persistent_workers"] == "True"
+    if str(loop.get("dataset", "")).startswith("<"):  # '<SyntheticDataset at 0x7f...>': the loader it serves
+        config["dataset"] = loop["dataset"]
+    indices = loop.get("index")  # the batch's sample indices, while the worker fetches
+    if isinstance(indices, str) and indices.startswith("[") and indices.endswith("]") and "..." not in indices:
+        config["batch_size"] = len([i for i in indices[1:-1].split(",") if i.strip()])
+    return config

@@ -1,0 +1,221 @@
+"""py-spy output parsers, frame classification, ptrace advice and the fault rules, on recorded
+py-spy output and hand-built snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from dltop import frames
+from dltop.collect.ptrace import PtraceFacts, stacks_fix
+from dltop.collect.pyspy import failure, parse_dump, parse_raw
+from dltop.diagnose import Settings, diagnose
+from dltop.model import ExitedWorker, JobInfo, LoaderSample, ProcessSample, Snapshot
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pyspy"
+
+
+def main_thread(name: str):
+    return next(t for t in parse_dump((FIXTURES / name).read_text()) if t.name == "MainThread")
+
+
+def test_dump_frames_are_innermost_last_and_classified():
+    fetching = main_thread("worker_fetching.json").frames
+    assert fetching[0].function == "<module>"  # outermost first
+    assert fetching[-1].kind in ("user", "torch")
+    assert frames.worker_activity(list(fetching)) == "fetching"
+    assert frames.user_frame(list(fetching)).function == "SyntheticDataset.__getitem__"
+    assert frames.worker_activity(list(main_thread("worker_idle.json").frames)) == "idle"
+    assert frames.start_method(list(fetching)) == "fork"
+
+
+def test_raw_record_gives_the_trainer_phases():
+    threads = parse_raw((FIXTURES / "trainer_record.txt").read_text())
+    trainer = min(threads)  # the main thread's id is the pid, lower than its threads'
+    name, stacks = threads[trainer]
+    assert name == "MainThread" and sum(stacks.values()) == 99
+    phases = {}
+    for stack, count in stacks.items():
+        phase = frames.trainer_phase(list(stack))
+        phases[phase] = phases.get(phase, 0) + count
+    assert phases == {"running": 86, "waiting-for-data": 13}
+    assert {n for n, _ in threads.values()} == {"MainThread", "QueueFeederThread"}
+
+
+def test_without_workers_the_fetch_counts_as_waiting():
+    ((name, stacks),) = parse_raw((FIXTURES / "trainer_no_workers_record.txt").read_text()).values()
+    waiting = sum(c for s, c in stacks.items() if frames.trainer_phase(list(s)) == "waiting-for-data")
+    assert waiting / sum(stacks.values()) > 0.5
+
+
+def test_locals_give_the_loader_config():
+    threads = parse_dump((FIXTURES / "worker_locals.json").read_text())
+    config = {}
+    for thread in threads:
+        config.update(frames.worker_loop_config(thread.locals or {}))
+    assert config["num_workers"] == 2 and config["persistent_workers"] is True and config["worker_id"] in (0, 1)
+
+
+@pytest.mark.parametrize(
+    "path, kind",
+    [
+        ("/usr/lib/python3.11/threading.py", "stdlib"),
+        ("/opt/venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py", "torch"),
+        ("/usr/local/lib/python3.9/dist-packages/PIL/Image.py", "library"),
+        ("/home/me/project/data.py", "user"),
+        ("<frozen importlib._bootstrap>", "stdlib"),
+    ],
+)
+def test_frame_kinds(path, kind):
+    assert frames.frame_kind(path) == kind
+
+
+def test_lock_waits_are_deadlocks_other_blocks_are_not():
+    user = frames.make_frame("load", "/home/me/data.py", 10)
+    wait = frames.make_frame("Condition.wait", "/usr/lib/python3.11/threading.py", 320)
+    assert frames.waits_on_lock([user, wait], None)
+    assert frames.waits_on_lock([user], "with self._lock:")
+    assert frames.waits_on_lock([user], "lock.acquire()")
+    assert not frames.waits_on_lock([user], "time.sleep(3600)")
+    assert not frames.waits_on_lock([user], "data = sock.recv(4096)")
+
+
+@pytest.mark.parametrize(
+    "facts, expected",
+    [
+        (PtraceFacts(1000, 0, "root", False, 1, False), "the job runs as root: run dltop as that user, or run `sudo"),
+        (PtraceFacts(1000, 1000, "me", False, 1, False), "sysctl kernel.yama.ptrace_scope=0"),
+        (PtraceFacts(1000, 1000, "me", False, 2, False), "ptrace_scope is 2"),
+        (PtraceFacts(0, 0, "root", False, 1, True), "--cap-add SYS_PTRACE"),
+        (PtraceFacts(0, 0, "root", True, 3, False), "forbids ptrace until reboot"),
+        (PtraceFacts(0, 0, "root", True, 0, False), "sudo dltop --pid 42"),
+    ],
+)
+def test_ptrace_advice_names_the_fix_for_each_situation(facts, expected):
+    assert expected in stacks_fix(facts, 42)
+
+
+def test_py_spy_failures_are_classified():
+    assert failure("Permission Denied: Try running again with elevated permissions")[1] is True
+    reason, denied, gone = failure(
+        "Error: Failed to get process executable name. Check that the process is running.\n\nCaused by:\n x"
+    )
+    assert gone and not denied and reason.startswith("Failed to get process executable name")
+
+
+# -- the fault rules on hand-built windows ------------------------------------------------
+
+
+def snapshot(processes=(), loaders=(), state="running", exit_code=None, stacks_status="ok", stacks_fix=None):
+    job = JobInfo(1, 1, "python train.py", state, "fork", [1], exit_code=exit_code)
+    return Snapshot("2026-01-01T00:00:10+00:00", 1.0, job, None, list(processes), list(loaders), [], "ok", [],
+                    stacks_status=stacks_status, stacks_fix=stacks_fix)  # fmt: skip
+
+
+def proc(pid, role, activity, stuck_s=None, stack=None, trainer=1, state="sleeping"):
+    return ProcessSample(pid, 1, role, trainer, "python", "", state, activity=activity, stuck_s=stuck_s, stack=stack)
+
+
+LOCKED = [frames.make_frame("Dataset.__getitem__", "/home/me/data.py", 10)]
+LOCKED[0] = dataclasses.replace(LOCKED[0], code="with CACHE_LOCK:")
+
+
+def exited(pid, code, at="2026-01-01T00:00:05+00:00", cause=None):
+    return ExitedWorker(pid, 1, 3.0, at, code, cause or ("died" if code else "ended"))
+
+
+def loader(*gone):
+    return LoaderSample(1, 2, [2, 3], True, False, "fork", 90.0, 0, list(gone))
+
+
+@pytest.mark.parametrize(
+    "trainer_activity, stuck_s, worker_activity, expect",
+    [
+        ("waiting-for-data", 25.0, "stuck", True),
+        ("waiting-for-data", 15.0, "fetching", False),  # not long enough
+        ("running", 25.0, "stuck", False),  # the trainer is not waiting on it
+        ("waiting-for-data", 25.0, "idle", False),  # idle workers wait for work: normal
+    ],
+)
+def test_worker_hung_needs_time_a_waiting_trainer_and_a_non_idle_stack(
+    trainer_activity, stuck_s, worker_activity, expect
+):
+    window = [snapshot([proc(1, "trainer", trainer_activity), proc(2, "worker", worker_activity, stuck_s, LOCKED)])]
+    found = [f for f in diagnose(window) if f.id == "worker-hung"]
+    assert bool(found) is expect
+    if expect:
+        assert found[0].evidence["deadlock"] is True and "CACHE_LOCK" in found[0].detail
+
+
+def test_worker_died_only_outside_normal_exits():
+    isolated = snapshot(loaders=[loader(exited(2, -9), exited(3, 0))], state="exited", exit_code=1)
+    assert [f.pids for f in diagnose([isolated]) if f.id == "worker-died"] == [[2]]
+    epoch_end = snapshot(loaders=[loader(exited(2, 0), exited(3, 0))])
+    assert not diagnose([epoch_end])
+    unknown = snapshot(loaders=[loader(exited(2, None, cause="unknown"))])
+    assert not diagnose([unknown])
+    job_killed = snapshot(loaders=[loader(exited(2, -9), exited(3, -9))], state="exited", exit_code=-9)
+    assert not diagnose([job_killed])
+    reaped_first = snapshot(loaders=[loader(exited(2, -9), exited(3, None, cause="unknown"))], state="exited")
+    assert not diagnose([reaped_first])  # could be the whole job killed: say nothing ...
+    in_log = dataclasses.replace(exited(2, -9), in_trainer_log=True)
+    said = snapshot(loaders=[loader(in_log, exited(3, None, cause="unknown"))], state="exited")
+    assert [f.pids for f in diagnose([said])] == [[2]]  # ... unless torch reported that one death
+    bus = snapshot(loaders=[loader(exited(2, -7))])
+    (finding,) = diagnose([bus])
+    assert finding.evidence["signal"] == "SIGBUS" and "--shm-size" in finding.suggestion
+
+
+def test_trainer_stalled_only_outside_the_dataloader_with_idle_workers():
+    stall = [frames.make_frame("sync_gradients", "/home/me/train.py", 50)]
+    window = [snapshot([proc(1, "trainer", "running", 30.0, stall), proc(2, "worker", "idle")])]
+    (finding,) = diagnose(window)
+    assert finding.id == "trainer-stalled" and finding.pids == [1]
+    busy = [snapshot([proc(1, "trainer", "running", 30.0, stall), proc(2, "worker", "fetching")])]
+    assert not diagnose(busy)
+
+
+def test_stacks_unavailable_carries_the_fix():
+    window = [snapshot(stacks_status="denied", stacks_fix="run `sudo dltop --pid 1`")]
+    (finding,) = diagnose(window, Settings())
+    assert finding.id == "stacks-unavailable" and finding.suggestion == "run `sudo dltop --pid 1`"
+
+
+def test_split_loaders_by_dataset_object_under_fork_and_by_settings_otherwise():
+    from dltop.collect.loaders import split_loaders
+
+    def config(dataset, workers=2, worker_id=0):
+        return {"dataset": dataset, "num_workers": workers, "persistent_workers": True, "worker_id": worker_id}
+
+    def pids(groups):
+        return [g.worker_pids for _, g in groups]
+
+    fork = {p: "fork" for p in range(1, 8)}
+    configs = {1: config("<Images at 0xa>"), 2: config("<Images at 0xa>", worker_id=1), 3: config("<Images at 0xb>"),
+               4: config("<Images at 0xb>", worker_id=1), 5: None}  # fmt: skip
+    known: dict = {}
+    assert pids(split_loaders([1, 2, 3, 4, 5], configs, fork, known)) == [[1, 2], [3, 4], [5]]  # 5: not dumped yet
+    assert pids(split_loaders([1, 2], configs, fork, known)) == [[1, 2], []]  # the val loader between passes
+    one: dict = {}
+    split_loaders([1, 2], configs, fork, one)
+    assert pids(split_loaders([6, 7], {}, fork, one)) == [[6, 7]]  # new epoch's workers join the only loader
+    spawn = {p: "spawn" for p in range(1, 6)}  # addresses differ per worker under spawn: not a key
+    configs = {1: config("<Images at 0x1>"), 2: config("<Images at 0x2>"), 3: config("<Images at 0x3>", workers=1)}
+    assert pids(split_loaders([1, 2, 3], configs, spawn, {})) == [[1, 2], [3]]
+    assert pids(split_loaders([], {}, {}, {})) == [[]]  # num_workers=0: one loader without workers
+
+
+def test_torch_messages_about_dead_workers():
+    from dltop.collect.trainer_log import parse_worker_errors
+
+    log = (
+        "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. \n"
+        "RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error. It is possible that dataloader's "
+        "workers are out of shared memory.\n"
+        "RuntimeError: DataLoader worker (pid 78) exited unexpectedly with exit code 3. Details are lost\n"
+        "RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly\n"
+    )
+    assert parse_worker_errors(log) == {4242: -9, 77: -7, 78: 3}
+    assert parse_worker_errors("DataLoader worker (pid(s) 5, 6) exited unexpectedly") == {5: None, 6: None}
