@@ -61,6 +61,8 @@ def test_killed_worker_is_reported_dead_after_the_trainer_exits(start_job, attac
     os.kill(victim, signal.SIGKILL)
     ticks += watch(collector, lambda t, f: t[-1].job.state == "exited", 30, "the trainer to exit")[0]
     findings = diagnose(ticks)
+    exits = [(w.pid, w.exit_code, w.cause, w.in_trainer_log) for ld in ticks[-1].loaders for w in ld.workers_exited]
+    assert "worker-died" in ids(findings), (victim, exits, (job.report / "stderr.txt").read_text()[-300:])
     died = only(findings, "worker-died")
     assert died.pids == [victim]
     assert died.evidence["exit_code"] == -signal.SIGKILL and died.evidence["signal"] == "SIGKILL"

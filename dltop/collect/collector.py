@@ -25,6 +25,7 @@ from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot
 # CPU time per tick for smaps_rollup reads (USS/PSS): the rest are refreshed on later ticks.
 MEMORY_BUDGET_S = 0.006
 SETTLE_S = 1.5
+PIN_TTL_S = 5.0
 HANG_AFTER_S = 20.0  # a worker's stack unchanged without CPU this long is "stuck"
 
 
@@ -54,6 +55,8 @@ class Collector:
         self.logs = TrainerLogs()
         self._exit_codes: dict = {}  # pid -> exit code caught by the watcher (workers and trainers)
         self._known_loaders: dict = {}  # trainer pid -> {loader key: config}
+        self._coded: dict = {}  # pid -> (stack, the stack with source lines)
+        self._pin_cache: dict = {}  # trainer pid -> (clock, pin_memory)
         self.processes = ProcessSampler(clock, wall)
         self.system = SystemSampler()
         self.disks = DiskSampler(clock)
@@ -72,6 +75,8 @@ class Collector:
 
         samples = self._sample_processes(tree, stats, full_memory)
         self.processes.forget_except({(s.pid, stats[s.pid].start_ticks) for s in samples})
+        for gone in set(self._coded) - {s.pid for s in samples}:
+            del self._coded[gone]
         live = [(s.pid, stats[s.pid].start_ticks, s.role) for s in samples if s.state != "zombie"]
         for pid, start_ticks, role in live:
             if role in ("worker", "trainer"):
@@ -155,10 +160,20 @@ class Collector:
         return dataclasses.replace(
             sample,
             activity=activity,
-            stack=[dataclasses.replace(f, code=self.sources.line(sample.pid, f.file, f.line)) for f in proc.stack],
+            stack=self._with_code(sample.pid, proc.stack),
             stack_at=iso(proc.stack_wall) if proc.stack_wall else None,
             stuck_s=stuck,
         )
+
+    def _with_code(self, pid: int, stack: tuple) -> list:
+        """The stack with source lines, worked out once per new stack (not every tick)."""
+        cached = self._coded.get(pid)
+        if cached is None or cached[0] is not stack:
+            cached = self._coded[pid] = (
+                stack,
+                [dataclasses.replace(f, code=self.sources.line(pid, f.file, f.line)) for f in stack],
+            )
+        return cached[1]
 
     def _last_known(self, pid: int) -> tuple:
         """(activity, stack) of a worker that just went away, from its last dump."""
@@ -239,6 +254,14 @@ class Collector:
         return 0
 
     def _pin_memory(self, trainer: int) -> Optional[bool]:
+        """Re-checked every PIN_TTL_S: reading every thread's name each tick costs a file per thread."""
+        now = self._clock()
+        cached = self._pin_cache.get(trainer)
+        if cached is None or now - cached[0] > PIN_TTL_S:
+            cached = self._pin_cache[trainer] = (now, self._read_pin_memory(trainer))
+        return cached[1]
+
+    def _read_pin_memory(self, trainer: int) -> Optional[bool]:
         """A ``pt_data_pin`` thread means pin_memory=True; its absence is proof only on named torch."""
         try:
             names = thread_names(trainer)

@@ -44,6 +44,7 @@ class RunResult:
     error: str  # one line: why it failed ("" when ok)
     denied: bool = False  # failed for lack of ptrace rights
     gone: bool = False  # the process exited
+    cpu_s: float = 0.0  # what this py-spy run cost (user + system), to keep sampling within budget
 
 
 def find_py_spy() -> Optional[str]:
@@ -127,6 +128,7 @@ class PySpyRun:
         self._stderr = tempfile.TemporaryFile()
         self.output = output
         self.deadline = time.monotonic() + timeout_s
+        self.cpu_s = 0.0
         try:
             self.process: Optional[subprocess.Popen] = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=self._stdout, stderr=self._stderr
@@ -139,18 +141,32 @@ class PySpyRun:
         """The result once py-spy has finished (or was killed for taking too long), else None."""
         if self.process is None:
             return self._finish(RunResult(False, "", self._spawn_error))
-        code = self.process.poll()
+        code = self._reap()
         if code is None:
             if time.monotonic() < self.deadline:
                 return None
             self.kill()
-            return self._finish(RunResult(False, "", "py-spy timed out"))
+            return RunResult(False, "", "py-spy timed out")
         stderr = self._read(self._stderr)
         if code != 0:
             reason, denied, gone = failure(stderr)
-            return self._finish(RunResult(False, "", reason, denied, gone))
+            return self._finish(RunResult(False, "", reason, denied, gone, self.cpu_s))
         text = self._read(self._stdout) if self.output is None else _read_file(self.output)
-        return self._finish(RunResult(True, text, ""))
+        return self._finish(RunResult(True, text, "", cpu_s=self.cpu_s))
+
+    def _reap(self) -> Optional[int]:
+        """Popen.poll, but through wait4 so the run's own CPU time is known."""
+        if self.process.returncode is not None:
+            return self.process.returncode
+        try:
+            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+        except ChildProcessError:
+            return self.process.poll()
+        if pid == 0:
+            return None
+        self.cpu_s = usage.ru_utime + usage.ru_stime
+        self.process.returncode = os.waitstatus_to_exitcode(status)
+        return self.process.returncode
 
     def wait(self) -> RunResult:
         while True:
@@ -165,12 +181,14 @@ class PySpyRun:
             self.process.send_signal(signal.SIGINT)
 
     def kill(self) -> None:
+        """Stop py-spy (the target is not touched: py-spy only reads it) and drop its files."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+        self._finish(RunResult(False, "", "stopped"))
 
     def _finish(self, result: RunResult) -> RunResult:
-        self._stdout.close()
+        self._stdout.close()  # closing twice is harmless
         self._stderr.close()
         if self.output:
             Path(self.output).unlink(missing_ok=True)

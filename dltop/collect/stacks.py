@@ -6,8 +6,8 @@
 - Workers: non-blocking ``py-spy dump`` at about ``dumps_per_s`` on average (a dump costs
   ~12 ms of CPU). A process whose main thread has not run since its last dump (its schedstat
   timeslice count is unchanged) provably still has that stack, so it is not dumped again: a
-  hung worker costs one dump, and its ``stuck_s`` keeps growing for free. A worker that went
-  quiet after working (a hang to confirm) is dumped at once, outside the budget.
+  hung worker costs one dump, and its ``stuck_s`` keeps growing for free. A worker that stayed
+  quiet for a few seconds after working (a hang to confirm) is dumped first, on its own budget.
 
 Nothing here blocks a tick: py-spy runs are started and collected on later ticks. The one
 blocking, pausing dump (``full_dump``, with locals) runs only when the user asks for it.
@@ -33,15 +33,23 @@ URGENT_DUMPS_PER_S = 0.5  # new workers, and workers that went quiet after worki
 DUMP_BURST = 4  # dumps that may start at once after a quiet spell (new workers, a hang)
 MAX_IN_FLIGHT = 4
 DUMP_TIMEOUT_S = 5.0
-RECORD_SAMPLES_PER_S = 40  # all trainers together; each gets up to its window's rate
+# py-spy reads every thread of the trainer per sample (a 16-worker trainer has 17 threads: ~2 ms a
+# sample): the rate is set from the last window's measured cost to stay within this CPU share.
+RECORD_CPU_SHARE = 0.008  # of one core, all trainers together
+RECORD_STARTUP_S = 0.015  # py-spy's CPU to attach, paid once per window
+MIN_SAMPLES_TO_PRICE = 20
 # Hz per window, cycled: prime rates, so a periodic training step cannot alias with the sampling
 RECORD_RATES = (11, 13, 17)
-RECORD_WINDOW_MAX_S = 4  # windows grow 1, 2, 3, 4 s: a first share within a second, then cheap
+RECORD_WINDOW_MAX_S = 8  # windows grow 1, 2, 3 ... 8 s: a first share within a second, then cheap
 TRAINER_TIME_HISTORY_S = 30.0
+# Quiet this long after working: worth a dump at once. Workers between batches are quiet for less;
+# a hang's stuck time still counts from the moment it went quiet (its stack is proven since then).
+SUSPECT_QUIET_S = 3.0
 IDLE_WAKE_NS = 5_000_000  # CPU an idle worker may use between dumps and still be idle
 STUCK_CPU_SHARE = 0.01  # a main thread using less than this share of a core is not running
 FAILURES_BEFORE_ERROR = 3
 RETRY_AFTER_DENIED_S = 30.0
+MIN_RECORD_RATE = 3
 PHASES = ("waiting-for-data", "collating", "starting-workers", "running")
 
 
@@ -68,6 +76,9 @@ class ProcessStacks:
     loader_config: Optional[dict] = None  # workers: from _worker_loop's locals (frames.worker_loop_config)
     trainer_windows: deque = field(default_factory=deque)  # TrainerWindow, newest last
     windows_done: int = 0
+    sample_cost_s: float = 0.0  # py-spy CPU per sample in the last record window
+    record_rate: int = 0
+    record_seconds: int = 0
     pin_thread: Optional[bool] = None
 
     @property
@@ -266,6 +277,9 @@ class StackSampler:
         if self.status != "ok":
             self.status, self.fix = "ok", None
         if proc.role == "trainer":
+            planned = max(1.0, min(now - proc.run_began[0], proc.record_seconds) * proc.record_rate)
+            if planned >= MIN_SAMPLES_TO_PRICE:
+                proc.sample_cost_s = max(0.0, result.cpu_s - RECORD_STARTUP_S) / planned
             self._add_window(proc, result.text, now)
         else:
             threads = parse_dump(result.text)
@@ -323,12 +337,15 @@ class StackSampler:
         trainers = [p for p in self.procs.values() if p.role == "trainer"]
         for proc in trainers:
             if proc.run is None:
-                cycled = RECORD_RATES[proc.windows_done % len(RECORD_RATES)]
-                rate = max(2, min(cycled, RECORD_SAMPLES_PER_S // len(trainers)))
                 seconds = min(RECORD_WINDOW_MAX_S, 1 + proc.windows_done)
+                cycled = RECORD_RATES[proc.windows_done % len(RECORD_RATES)]
+                share = RECORD_CPU_SHARE / len(trainers) - RECORD_STARTUP_S / seconds
+                affordable = share / proc.sample_cost_s if proc.sample_cost_s else cycled
+                rate = int(max(MIN_RECORD_RATE, min(cycled, affordable)))
                 output = os.path.join(self._tmp, f"record-{proc.pid}-{proc.windows_done}.txt")
                 command = record_command(self.py_spy, proc.pid, rate, seconds, output)
                 proc.run = PySpyRun(command, seconds + DUMP_TIMEOUT_S, output)
+                proc.record_rate, proc.record_seconds = rate, seconds
                 proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
 
     def _start_dumps(self, now: float) -> None:
@@ -366,13 +383,19 @@ class StackSampler:
         process (the urgent budget first); 3 routine refreshes."""
         if proc.pid in self.requested:
             rank = 0
-        elif proc.quiet_since is not None and self._worked_since_dump(proc):
-            rank = 1  # worked, then went quiet: a hang to confirm (or a worker that just went idle)
+        elif self._quiet_for(proc) >= SUSPECT_QUIET_S and self._worked_since_dump(proc):
+            rank = 1  # worked, then stayed quiet: a hang to confirm (or a worker waiting long for work)
         elif proc.stack is None:
             rank = 2
         else:
             rank = 3
         return rank, proc.seen_at if proc.stack is None else (proc.run_began[0] if proc.run_began else 0.0)
+
+    @staticmethod
+    def _quiet_for(proc: ProcessStacks) -> float:
+        if proc.quiet_since is None or proc.seen_at is None:
+            return 0.0
+        return proc.seen_at - proc.quiet_since
 
     @staticmethod
     def _worked_since_dump(proc: ProcessStacks) -> bool:
