@@ -46,6 +46,7 @@ class ProcessSample:
     pss_bytes: Optional[int] = None
     num_fds: Optional[int] = None
     fd_limit: Optional[int] = None
+    fd_kinds: Optional[dict] = None  # {shm|file|socket|pipe|other: count}, read once past half the limit
     num_threads: Optional[int] = None
     read_bytes_per_s: Optional[float] = None  # from storage (/proc/<pid>/io read_bytes)
     write_bytes_per_s: Optional[float] = None

@@ -19,6 +19,7 @@ from dltop.collect.procs import Member
 from dltop.model import ProcessSample
 
 FD_LIMIT_TTL_S = 10.0
+FD_KINDS_FROM = 0.5  # share of the fd limit above which dltop looks at what the fds are
 _ZERO_IO = SimpleNamespace(read_bytes=0, write_bytes=0, read_chars=0, write_chars=0)
 
 
@@ -44,11 +45,13 @@ class ProcessSampler:
         self.memory_read_at: dict = {}  # (pid, start_ticks) -> clock of the last smaps_rollup read
         self._memory: dict = {}  # (pid, start_ticks) -> (uss, pss)
         self._fd_limits: dict = {}  # (pid, start_ticks) -> (clock when read, soft limit)
+        self._fd_kinds_cache: dict = {}  # (pid, start_ticks) -> (clock when read, {kind: count})
 
     def forget_except(self, alive_keys: set) -> None:
         for key in list(self._procs):
             if key not in alive_keys:
-                for cache in (self._procs, self._previous, self.memory_read_at, self._memory, self._fd_limits):
+                caches = (self._procs, self._previous, self.memory_read_at, self._memory, self._fd_limits)
+                for cache in (*caches, self._fd_kinds_cache):
                     cache.pop(key, None)
 
     def sample(
@@ -84,6 +87,16 @@ class ProcessSampler:
         cached = self._fd_limits.get(key)
         if cached is None or now - cached[0] > FD_LIMIT_TTL_S:
             cached = self._fd_limits[key] = (now, procfs.read_nofile_soft_limit(pid))
+        return cached[1]
+
+    def _fd_kinds(self, pid: int, key: tuple, now: float) -> Optional[dict]:
+        """What the fds are, for a process nearing its limit; re-read every FD_LIMIT_TTL_S."""
+        cached = self._fd_kinds_cache.get(key)
+        if cached is None or now - cached[0] > FD_LIMIT_TTL_S:
+            try:
+                cached = self._fd_kinds_cache[key] = (now, procfs.read_fd_kinds(pid))
+            except OSError:
+                return None
         return cached[1]
 
     def _read(self, proc: psutil.Process, key: tuple, base: dict, read_memory: bool) -> ProcessSample:
@@ -128,6 +141,8 @@ class ProcessSampler:
             figures["fd_limit"] = self._fd_limit(proc.pid, key, now)
         except PermissionError:
             unavailable["fd_limit"] = _denied_reason(proc)
+        if figures.get("fd_limit") and figures.get("num_fds", 0) >= FD_KINDS_FROM * figures["fd_limit"]:
+            figures["fd_kinds"] = self._fd_kinds(proc.pid, key, now)
 
         previous = self._previous.get(key)
         self._previous[key] = (now, cpu_s, io)

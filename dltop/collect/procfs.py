@@ -151,3 +151,31 @@ def read_schedstat(pid: int) -> tuple:
     finally:
         os.close(fd)
     return int(run_ns), int(wait_ns), int(slices)
+
+
+def fd_kind(target: str) -> str:
+    """shm | file | socket | pipe | other, from an fd's link target.
+
+    torch's file_descriptor sharing strategy keeps each batch tensor in ``/dev/shm/torch_*``
+    files unlinked at once, so they show as ``/dev/shm/torch_... (deleted)`` (or a memfd).
+    """
+    if target.startswith(("/dev/shm/", "/memfd:")) or "torch_" in target.rsplit("/", 1)[-1]:
+        return "shm"
+    if target.startswith("/"):
+        return "file"
+    for prefix, kind in (("socket:", "socket"), ("pipe:", "pipe")):
+        if target.startswith(prefix):
+            return kind
+    return "other"
+
+
+def read_fd_kinds(pid: int) -> dict:
+    """{kind: count} of the process's open fds (one readlink each: call only when it matters)."""
+    kinds: dict = {}
+    for name in os.listdir(f"{PROC}/{pid}/fd"):
+        try:
+            kind = fd_kind(os.readlink(f"{PROC}/{pid}/fd/{name}"))
+        except OSError:
+            continue  # closed meanwhile
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds

@@ -40,6 +40,7 @@ class SyntheticDataset(Dataset):
         slow_every: int = 0,
         slow_ms: float = 0.0,
         report: str | None = None,
+        open_files: int = 0,
     ):
         self.length = length
         self.sample_ms = sample_ms
@@ -51,6 +52,8 @@ class SyntheticDataset(Dataset):
         self.slow_every = slow_every
         self.slow_ms = slow_ms
         self.report = report
+        self.open_files = open_files
+        self._held: list = []
         self._read_done = False
         self._served = 0
 
@@ -66,6 +69,9 @@ class SyntheticDataset(Dataset):
         if self.hang and self._served > self.hang_at and get_worker_info() and get_worker_info().id == 0:
             _record(self.report, "hang", at=time.time())
             _hang(self.hang)
+        if self.open_files and not self._held:
+            # A dataset that opens a file per sample and never closes it: fds pile up.
+            self._held = [open(__file__, "rb") for _ in range(self.open_files)]  # noqa: SIM115
         if self.slow_every and self._served % self.slow_every == 0:
             time.sleep(self.slow_ms / 1000)  # a slow read: the worker waits without using CPU
         deadline = time.perf_counter() + self.sample_ms / 1000
@@ -134,6 +140,7 @@ def _make_loader(args: argparse.Namespace, name: str, workers: int) -> DataLoade
         args.slow_every,
         args.slow_ms,
         args.report,
+        args.open_files,
     )
     extra = {}
     if workers > 0:
@@ -168,6 +175,7 @@ def main() -> None:
     parser.add_argument("--hang-at", type=int, default=8, help="samples worker 0 serves before it hangs")
     parser.add_argument("--slow-every", type=int, default=0, help="every Nth sample of a worker is slow")
     parser.add_argument("--slow-ms", type=float, default=0.0, help="how long a slow sample waits")
+    parser.add_argument("--open-files", type=int, default=0, help="each worker opens this many files and keeps them")
     parser.add_argument("--stall-after", type=int, help="the trainer stalls after this many batches")
     parser.add_argument("--stall-s", type=float, default=3600.0, help="how long the trainer stalls")
     parser.add_argument("--report", help="directory for ground-truth pid files")

@@ -13,3 +13,9 @@ class Settings:
     trainer_waiting_percent: float = 50.0
     # exits this close together belong to one event (a job killed as a whole, an epoch end)
     same_event_s: float = 2.0
+    # fd-near-limit: open fds above this share of the soft limit
+    fd_limit_share: float = 0.8
+    # workers-respawning: whole sets of workers replaced at least this often; a warning when starting
+    # them takes at least this share of the trainer's time (else info)
+    respawn_epochs: int = 2
+    respawn_cost_percent: float = 2.0
