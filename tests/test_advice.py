@@ -96,3 +96,98 @@ def test_persistent_job_gets_no_respawn_advice(start_job, attach):
         ticks.append(collector.tick())
     assert ticks[-1].loaders[0].persistent_workers is True
     assert "workers-respawning" not in ids(diagnose(ticks))
+
+
+def test_findings_do_not_flicker():
+    from dltop.diagnose.stable import StableFindings
+    from dltop.model import Finding
+
+    def finding(severity="warning"):
+        return Finding("input-bound", severity, "t", "d", [1], {}, "s")
+
+    stable = StableFindings(raise_after_s=5, clear_after_s=15)
+    assert stable.update(0, [finding()]) == []  # not yet: it must hold a while
+    assert stable.update(3, []) == [] and stable.update(4, [finding()]) == []
+    assert [f.id for f in stable.update(6, [finding()])] == ["input-bound"]  # held since 0
+    assert [f.id for f in stable.update(10, [])] == ["input-bound"]  # a dip does not clear it
+    assert stable.update(22, []) == []  # absent 16 s: cleared
+    assert stable.update(23, [finding()]) == []  # and must hold again before it shows
+    assert [f.id for f in StableFindings().update(0, [finding("error")])] == ["input-bound"]  # faults at once
+
+
+def test_pin_memory_advice_follows_the_gpu():
+    from dltop.model import GpuProcess, GpuSample
+
+    def snap(pin, trainer_on_gpu, status="ok"):
+        gpu = GpuSample(0, "H200", 50.0, 1, 2, None, None, None, None,
+                        [GpuProcess(1 if trainer_on_gpu else 99, 1 << 30, None)])  # fmt: skip
+        job = JobInfo(1, 1, "python train.py", "running", "fork", [1])
+        ld = LoaderSample(1, 2, [2, 3], True, pin, "fork", 10.0, 0)
+        return [Snapshot("t", 1.0, job, None, [], [ld], [gpu] if status == "ok" else [], status, [])]
+
+    (unpinned,) = diagnose(snap(False, True))
+    assert unpinned.id == "pin-memory" and "pin_memory=True" in unpinned.suggestion
+    assert "non_blocking=True" in unpinned.suggestion
+    (wasted,) = diagnose(snap(True, False))
+    assert wasted.severity == "warning" and "pin_memory=False" in wasted.suggestion
+    assert diagnose(snap(True, True)) == [] and diagnose(snap(False, False)) == []
+    assert diagnose(snap(True, False, status="no-nvml")) == []  # cannot tell: say nothing
+
+
+def bound_window(wait, workers=2, cpu=90.0, activity="fetching", cpus_allowed=8.0, util=10.0, samples=100):
+    from dltop.frames import make_frame
+    from dltop.model import DiskSample, SystemSample
+
+    system = SystemSample(8, 4, cpus_allowed, list(range(8)), None, 1.0, 32 << 30, 16 << 30, None, 0, None, None)
+    stack = [make_frame("Images.__getitem__", "/home/me/data.py", 12), make_frame("decode", "/home/me/img.py", 40)]
+    pids = list(range(10, 10 + workers))
+    procs = [ProcessSample(1, 0, "trainer", 1, "python", "", "running", cpu_percent=100.0)] + [
+        ProcessSample(p, 1, "worker", 1, "pt_data_worker", "", "running", cpu_percent=cpu, uss_bytes=200 << 20,
+                      activity=activity, stack=stack)
+        for p in pids
+    ]  # fmt: skip
+    spent = TrainerTime(samples, 30.0, wait, 0.0, 0.0, 100.0 - wait)
+    ld = LoaderSample(1, workers, pids, True, False, "fork", wait, 0, trainer_time=spent, dataset="Images")
+    disk = DiskSample("vda", 100.0, 0.0, 1e7, 0.0, 5.0, None, 1.0, util, True)
+    job = JobInfo(1, 1, "python train.py", "running", "fork", [1])
+    snap = Snapshot("t", 1.0, job, system, procs, [ld], [], "ok", [disk])
+    return [snap, snap]
+
+
+@pytest.mark.parametrize("wait, expect", [(20.0, None), (35.0, "info"), (80.0, "warning")])
+def test_input_bound_threshold(wait, expect):
+    found = [f for f in diagnose(bound_window(wait)) if f.id == "input-bound"]
+    assert [f.severity for f in found] == ([expect] if expect else [])
+
+
+def test_input_bound_suggests_workers_from_the_model():
+    (finding,) = [f for f in diagnose(bound_window(80.0)) if f.id == "input-bound"]
+    # 2 workers busy 100% while the trainer waits 80%: 2 / 0.2 * 1.1 = 11 needed; 7 CPUs free at 0.9 each -> 7
+    assert finding.evidence["workers_needed"] == 11 and finding.evidence["caps"]["cpus"] == 7
+    assert "num_workers=7" in finding.suggestion and "capped by cpus" in finding.suggestion
+
+
+def test_input_bound_at_the_cpu_cap_says_make_samples_cheaper():
+    (finding,) = [f for f in diagnose(bound_window(80.0, workers=6, cpus_allowed=6.0)) if f.id == "input-bound"]
+    assert "cheaper" in finding.suggestion and "decode (/home/me/img.py:40)" in finding.suggestion
+
+
+def test_input_bound_on_a_saturated_disk_does_not_add_workers():
+    (finding,) = [f for f in diagnose(bound_window(80.0, util=99.0)) if f.id == "input-bound"]
+    assert "disk is saturated" in finding.suggestion
+
+
+def test_too_few_samples_say_nothing():
+    assert not [f for f in diagnose(bound_window(80.0, samples=10)) if f.id == "input-bound"]
+
+
+def test_input_bound_job_gets_a_worker_count_that_removes_the_wait(start_job, attach):
+    """Samples that wait on I/O (20 ms each, no CPU): one worker starves the trainer."""
+    job = start_job("--workers", "1", "--persistent", "--sample-ms", "0", "--slow-every", "1", "--slow-ms", "20",
+                    "--step-ms", "10", "--batches", "200")  # fmt: skip
+    job.wait_workers(1)
+    ticks, findings = watch(attach(job.pid), lambda t, f: "input-bound" in ids(f), 60, "input-bound")
+    (finding,) = [f for f in findings if f.id == "input-bound"]
+    assert finding.evidence["data_wait_percent"] > 60 and finding.evidence["worker_busy_percent"] >= 50
+    # 80 ms of waiting per 4-sample batch against a 10 ms step: the model asks for about 8-12 workers.
+    assert 4 <= finding.evidence["workers_needed"] <= 16 and "num_workers=" in finding.suggestion

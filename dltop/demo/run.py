@@ -18,6 +18,7 @@ from typing import Callable, Optional
 
 from dltop.collect.collector import Collector
 from dltop.diagnose import diagnose
+from dltop.diagnose.stable import StableFindings
 from dltop.errors import DltopError
 
 DEMO_ARGS = ("--workers", "4", "--persistent", "--sample-ms", "8", "--step-ms", "10", "--batch-size", "8")
@@ -68,10 +69,12 @@ def run_demo(interval: float, duration: Optional[float], show: Callable[[object]
     try:
         collector = attach_when_ready(job)
         window: deque = deque(maxlen=WINDOW_TICKS)
+        stable = StableFindings()
         start = time.monotonic()
         while duration is None or time.monotonic() - start < duration:
             window.append(collector.tick())
-            show(dataclasses.replace(window[-1], findings=diagnose(list(window))))
+            findings = stable.update(time.monotonic(), diagnose(list(window)))
+            show(dataclasses.replace(window[-1], findings=findings))
             time.sleep(interval)
     except KeyboardInterrupt:
         pass

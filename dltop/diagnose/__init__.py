@@ -6,12 +6,21 @@ Each rule is one small function ``rule(window, settings) -> [Finding]`` register
 
 from __future__ import annotations
 
-from dltop.diagnose.advice import fd_near_limit, workers_respawning
+from dltop.diagnose.advice import fd_near_limit, input_bound, pin_memory, workers_respawning
 from dltop.diagnose.faults import stacks_unavailable, trainer_stalled, worker_died, worker_hung
 from dltop.diagnose.settings import Settings
 from dltop.model import Finding
 
-RULES = (stacks_unavailable, worker_hung, worker_died, trainer_stalled, fd_near_limit, workers_respawning)
+RULES = (
+    stacks_unavailable,
+    worker_hung,
+    worker_died,
+    trainer_stalled,
+    input_bound,
+    fd_near_limit,
+    workers_respawning,
+    pin_memory,
+)
 DEFAULTS = Settings()
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 

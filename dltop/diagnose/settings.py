@@ -19,3 +19,8 @@ class Settings:
     # them takes at least this share of the trainer's time (else info)
     respawn_epochs: int = 2
     respawn_cost_percent: float = 2.0
+    # input-bound: data-wait share (of the trainer's sampled time) for info / warning
+    input_bound_percent: float = 30.0
+    input_bound_warning_percent: float = 50.0
+    min_stack_samples: int = 30  # trainer samples before a share is trusted
+    workers_headroom: float = 1.1  # suggest 10% more workers than the model needs

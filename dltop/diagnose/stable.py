@@ -1,0 +1,42 @@
+"""Findings that do not flicker: a live view re-diagnoses every tick, and a condition near its
+threshold would come and go. A finding is shown once it has held for ``raise_after_s`` and kept
+until it has been absent for ``clear_after_s``; faults (severity error) show at once, since the
+rules that raise them already waited for their own threshold (a hang, a death)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+RAISE_AFTER_S = 5.0
+CLEAR_AFTER_S = 15.0
+
+
+@dataclass
+class _Seen:
+    first: float
+    last: float
+    finding: object
+
+
+class StableFindings:
+    def __init__(self, raise_after_s: float = RAISE_AFTER_S, clear_after_s: float = CLEAR_AFTER_S) -> None:
+        self.raise_after_s, self.clear_after_s = raise_after_s, clear_after_s
+        self._seen: dict = {}  # (id, pids) -> _Seen
+        self._shown: set = set()
+
+    def update(self, now: float, findings: list) -> list:
+        """This tick's raw findings -> the ones to show, newest evidence first."""
+        current = {(f.id, tuple(f.pids)): f for f in findings}
+        for key, finding in current.items():
+            seen: Optional[_Seen] = self._seen.get(key)
+            if seen is None or now - seen.last > self.clear_after_s:
+                seen = self._seen[key] = _Seen(now, now, finding)
+            seen.last, seen.finding = now, finding
+            if finding.severity == "error" or now - seen.first >= self.raise_after_s:
+                self._shown.add(key)
+        for key in list(self._seen):
+            if now - self._seen[key].last > self.clear_after_s:
+                del self._seen[key]
+                self._shown.discard(key)
+        return [self._seen[key].finding for key in self._seen if key in self._shown]
