@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import os
 import select
-import sys
 import threading
 from typing import Optional
 
 from dltop.collect import procfs
-
-SWITCH_INTERVAL_S = 0.0005
 
 
 class ExitWatcher:
@@ -49,9 +46,6 @@ class ExitWatcher:
             self._poll.register(fd, select.POLLIN)
         os.write(self._wake_w, b"x")  # a poll() under way watches only the fds it started with
         if self._thread is None:
-            # The status must be read before the parent reaps it: let this thread take the GIL
-            # sooner than Python's default 5 ms switch interval allows.
-            sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
             self._thread = threading.Thread(target=self._run, name="dltop-exits", daemon=True)
             self._thread.start()
 

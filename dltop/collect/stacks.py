@@ -10,7 +10,7 @@
   quiet for a few seconds after working (a hang to confirm) is dumped first, on its own budget.
 
 Nothing here blocks a tick: py-spy runs are started and collected on later ticks. The one
-blocking, pausing dump (``full_dump``, with locals) runs only when the user asks for it.
+blocking, pausing dump (``collect/full_dump.py``, with locals) runs only when the user asks.
 """
 
 from __future__ import annotations
@@ -197,19 +197,6 @@ class StackSampler:
         for leftover in Path(self._tmp).glob("*"):
             leftover.unlink(missing_ok=True)
         Path(self._tmp).rmdir()
-
-    # -- the user asked ----------------------------------------------------------------
-
-    def full_dump(self, pid: int, timeout_s: float = 10.0) -> list:
-        """Every thread with locals: py-spy pauses the process while it reads (user action only)."""
-        if self.py_spy is None:
-            raise OSError(self.fix)
-        result = PySpyRun(dump_command(self.py_spy, pid, full=True), timeout_s).wait()
-        if not result.ok:
-            if result.denied:
-                self._mark_denied(self._clock())
-            raise OSError(result.error)
-        return parse_dump(result.text)
 
     # -- internals -----------------------------------------------------------------------
 
