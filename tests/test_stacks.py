@@ -60,6 +60,8 @@ def test_killed_worker_is_reported_dead_after_the_trainer_exits(start_job, attac
     ticks.append(collector.tick())
     os.kill(victim, signal.SIGKILL)
     ticks += watch(collector, lambda t, f: t[-1].job.state == "exited", 30, "the trainer to exit")[0]
+    time.sleep(0.5)
+    ticks.append(collector.tick())  # an exited job is still watched: its log is read once more
     findings = diagnose(ticks)
     exits = [(w.pid, w.exit_code, w.cause, w.in_trainer_log) for ld in ticks[-1].loaders for w in ld.workers_exited]
     assert "worker-died" in ids(findings), (victim, exits, (job.report / "stderr.txt").read_text()[-300:])
@@ -68,7 +70,7 @@ def test_killed_worker_is_reported_dead_after_the_trainer_exits(start_job, attac
     assert died.evidence["exit_code"] == -signal.SIGKILL and died.evidence["signal"] == "SIGKILL"
     assert "OOM" in died.suggestion and "The trainer then exited" in died.detail
     # The job's stderr is a file here: torch's own message confirms it (the zombie may be reaped first).
-    assert died.evidence["in_trainer_log"] is True
+    assert died.evidence["in_trainer_log"] is True, (job.report / "stderr.txt").read_text()[-600:]
     # The other left when torch shut the loader down: not a death.
     (loader,) = ticks[-1].loaders
     assert [w.cause for w in loader.workers_exited if w.pid != victim] in (["ended"], ["unknown"])
