@@ -16,6 +16,7 @@ from dltop import __version__
 from dltop.errors import DltopError
 
 EXIT_USAGE = 2
+EXITED_SETTLE_S = 0.3
 
 
 def _positive(text: str) -> float:
@@ -82,6 +83,9 @@ def run_snapshot(args: argparse.Namespace) -> int:
                 collector.settle()  # let py-spy runs under way finish, so the report has their stacks
             # The report shows the newest USS/PSS: read them all on the final tick.
             ticks.append(collector.tick(full_memory=final))
+        if ticks[-1].job.state == "exited" and len(ticks) > 1:
+            time.sleep(EXITED_SETTLE_S)  # the trainer's last words (a worker's death) reach its log as it exits
+            ticks.append(collector.tick())
     except KeyboardInterrupt:
         pass  # report what was seen so far
     finally:
