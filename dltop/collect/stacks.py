@@ -72,7 +72,6 @@ class ProcessStacks:
     quiet_since: Optional[float] = None  # main thread has not run since then
     run: Optional[PySpyRun] = None
     run_began: tuple = ()  # (monotonic, wall, run_ns, slices, quiet_since) when the dump began
-    run_ns_at_dump: int = 0
     loader_config: Optional[dict] = None  # workers: from _worker_loop's locals (frames.worker_loop_config)
     trainer_windows: deque = field(default_factory=deque)  # TrainerWindow, newest last
     windows_done: int = 0
@@ -223,7 +222,7 @@ class StackSampler:
         else:
             proc.quiet_since = None
         if proc.streak_since is not None:
-            if run_ns - proc.streak_run_ns > STUCK_CPU_SHARE * (now - proc.streak_since) * 1e9 + 1e7:
+            if not _idle_since_streak(proc, run_ns, now):
                 proc.streak_since = proc.confirmed_at = None  # it is running again
             elif slices == proc.slices_at_stack:
                 proc.confirmed_at = now  # has not run since the dump: the stack is still current
@@ -284,7 +283,7 @@ class StackSampler:
         began, wall, run_ns, slices, quiet_since = proc.run_began
         stack = main.frames
         same = stack == proc.stack and proc.streak_since is not None
-        if same and run_ns - proc.streak_run_ns <= STUCK_CPU_SHARE * (began - proc.streak_since) * 1e9 + 1e7:
+        if same and _idle_since_streak(proc, run_ns, began):
             proc.confirmed_at = max(proc.confirmed_at or began, began)
         else:
             # Quiet since before the dump began: this stack has been current since then.
@@ -351,7 +350,6 @@ class StackSampler:
             with_locals = proc.role == "worker" and proc.loader_config is None
             proc.run = PySpyRun(dump_command(self.py_spy, proc.pid, with_locals=with_locals), DUMP_TIMEOUT_S)
             proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
-            proc.run_ns_at_dump = proc.run_ns
             in_flight += 1
 
     def _dump_candidates(self) -> list:
@@ -390,7 +388,13 @@ class StackSampler:
         if proc.stack is None:
             return True
         idle = stackframes.worker_activity(list(proc.stack)) == "idle"
-        return not idle or proc.run_ns - proc.run_ns_at_dump > IDLE_WAKE_NS
+        run_ns_at_dump = proc.run_began[2] if proc.run_began else 0
+        return not idle or proc.run_ns - run_ns_at_dump > IDLE_WAKE_NS
+
+
+def _idle_since_streak(proc: ProcessStacks, run_ns: int, at: float) -> bool:
+    """The main thread used under STUCK_CPU_SHARE of a core (plus 10 ms slack) since its streak began."""
+    return run_ns - proc.streak_run_ns <= STUCK_CPU_SHARE * (at - proc.streak_since) * 1e9 + 1e7
 
 
 def _main_thread(threads: list, pid: int) -> Optional[ThreadStack]:
