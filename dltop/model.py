@@ -41,6 +41,7 @@ class ProcessSample:
     cmdline: str
     state: str
     cpu_percent: Optional[float] = None  # 100 = one core
+    cpu_wait_percent: Optional[float] = None  # main thread runnable but waiting for a CPU; 100 = the whole time
     rss_bytes: Optional[int] = None
     uss_bytes: Optional[int] = None
     pss_bytes: Optional[int] = None

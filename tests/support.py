@@ -91,7 +91,7 @@ class Job:
                 pass
         self.proc.wait(timeout=30)
         for group in groups:
-            wait_for(lambda g=group: not _group_alive(g), 10, f"process group {group} to die")
+            wait_for(lambda g=group: not group_alive(g), 10, f"process group {group} to die")
 
 
 def _descendants(pid: int) -> list:
@@ -101,7 +101,7 @@ def _descendants(pid: int) -> list:
         return []
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -122,11 +122,18 @@ def run_dltop(*args: str, user: Optional[int] = None, env: Optional[dict] = None
     )
 
 
-def watch(collector, until: Callable[[list, list], object], timeout: float, what: str, every: float = 0.5):
+def assert_one_line_error(result, fragment: str) -> None:
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("dltop: ") and fragment in result.stderr
+
+
+def watch(collector, until: Callable[[list, list], object], timeout: float, what: str, every: float = 0.5,
+          **settings_changes):  # fmt: skip
     """Tick ``collector`` until ``until(ticks, findings)`` holds; returns (ticks, findings)."""
     from dltop.diagnose import Settings, diagnose
 
-    settings = Settings(hang_after_s=collector.hang_after_s)
+    settings = Settings(hang_after_s=collector.hang_after_s, **settings_changes)
     ticks: list = []
     deadline = time.monotonic() + timeout
     while True:

@@ -11,6 +11,9 @@ import pytest
 from dltop.diagnose import Settings, diagnose
 from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot, TrainerTime
 from tests.support import watch
+from tests.windows import bound_window, ids
+
+MB = 1 << 20
 
 
 def window(processes=(), loaders=()):
@@ -22,10 +25,6 @@ def window(processes=(), loaders=()):
 def proc(num_fds, fd_limit=1024, kinds=None, role="worker"):
     return ProcessSample(7, 1, role, 1, "pt_data_worker", "", "sleeping", num_fds=num_fds, fd_limit=fd_limit,
                          fd_kinds=kinds)  # fmt: skip
-
-
-def ids(findings):
-    return [f.id for f in findings]
 
 
 @pytest.mark.parametrize("num_fds, expect", [(800, []), (820, ["fd-near-limit"]), (1000, ["fd-near-limit"])])
@@ -134,26 +133,6 @@ def test_pin_memory_advice_follows_the_gpu():
     assert diagnose(snap(True, False, status="no-nvml")) == []  # cannot tell: say nothing
 
 
-def bound_window(wait, workers=2, cpu=90.0, activity="fetching", cpus_allowed=8.0, util=10.0, samples=100):
-    from dltop.frames import make_frame
-    from dltop.model import DiskSample, SystemSample
-
-    system = SystemSample(8, 4, cpus_allowed, list(range(8)), None, 1.0, 32 << 30, 16 << 30, None, 0, None, None)
-    stack = [make_frame("Images.__getitem__", "/home/me/data.py", 12), make_frame("decode", "/home/me/img.py", 40)]
-    pids = list(range(10, 10 + workers))
-    procs = [ProcessSample(1, 0, "trainer", 1, "python", "", "running", cpu_percent=100.0)] + [
-        ProcessSample(p, 1, "worker", 1, "pt_data_worker", "", "running", cpu_percent=cpu, uss_bytes=200 << 20,
-                      activity=activity, stack=stack)
-        for p in pids
-    ]  # fmt: skip
-    spent = TrainerTime(samples, 30.0, wait, 0.0, 0.0, 100.0 - wait)
-    ld = LoaderSample(1, workers, pids, True, False, "fork", wait, 0, trainer_time=spent, dataset="Images")
-    disk = DiskSample("vda", 100.0, 0.0, 1e7, 0.0, 5.0, None, 1.0, util, True)
-    job = JobInfo(1, 1, "python train.py", "running", "fork", [1])
-    snap = Snapshot("t", 1.0, job, system, procs, [ld], [], "ok", [disk])
-    return [snap, snap]
-
-
 @pytest.mark.parametrize("wait, expect", [(20.0, None), (35.0, "info"), (80.0, "warning")])
 def test_input_bound_threshold(wait, expect):
     found = [f for f in diagnose(bound_window(wait)) if f.id == "input-bound"]
@@ -162,9 +141,10 @@ def test_input_bound_threshold(wait, expect):
 
 def test_input_bound_suggests_workers_from_the_model():
     (finding,) = [f for f in diagnose(bound_window(80.0)) if f.id == "input-bound"]
-    # 2 workers busy 100% while the trainer waits 80%: 2 / 0.2 * 1.1 = 11 needed; 7 CPUs free at 0.9 each -> 7
-    assert finding.evidence["workers_needed"] == 11 and finding.evidence["caps"]["cpus"] == 7
-    assert "num_workers=7" in finding.suggestion and "capped by cpus" in finding.suggestion
+    # 2 workers busy 100% while the trainer waits 80%: 2 / 0.2 * 1.1 = 11 needed; 7 CPUs free at 0.9 each:
+    # 7.8, and a quarter of a worker's CPU over is allowed -> 8
+    assert finding.evidence["workers_needed"] == 11 and finding.evidence["caps"]["cpus"] == 8
+    assert "num_workers=8" in finding.suggestion and "capped by cpus" in finding.suggestion
 
 
 def test_input_bound_at_the_cpu_cap_says_make_samples_cheaper():
@@ -173,7 +153,7 @@ def test_input_bound_at_the_cpu_cap_says_make_samples_cheaper():
 
 
 def test_input_bound_on_a_saturated_disk_does_not_add_workers():
-    (finding,) = [f for f in diagnose(bound_window(80.0, util=99.0)) if f.id == "input-bound"]
+    (finding,) = [f for f in diagnose(bound_window(80.0, util=99.0, r_await=20.0)) if f.id == "input-bound"]
     assert "disk is saturated" in finding.suggestion
 
 
@@ -192,3 +172,50 @@ def test_input_bound_job_gets_a_worker_count_that_removes_the_wait(start_job, at
     # 80 ms of waiting per 4-sample batch against a 10 ms step: the model asks for ~10 workers (the
     # 1 / (1 - wait) term is steep near 100%, so allow a wide range on a noisy machine).
     assert 4 <= finding.evidence["workers_needed"] <= 40 and "num_workers=" in finding.suggestion
+
+
+def test_idle_workers_get_a_smaller_count(start_job, attach):
+    """4 workers, 4 ms of work per batch against a 50 ms step: one worker keeps up."""
+    job = start_job("--workers", "4", "--persistent", "--sample-ms", "1", "--step-ms", "50", "--batches", "1000")
+    job.wait_workers(4)
+    ticks, findings = watch(attach(job.pid), lambda t, f: "too-many-workers" in ids(f), 60, "too-many-workers")
+    (finding,) = [f for f in findings if f.id == "too-many-workers"]
+    assert 1 <= finding.evidence["suggested_workers"] <= 2 and finding.evidence["memory_freed_bytes"] > 0
+    assert finding.evidence["data_wait_percent"] < 5 and "input-bound" not in ids(findings)
+    assert finding.pids == [job.pid]
+
+
+def test_copy_on_read_growth_is_caught_with_its_rate(start_job, attach):
+    """The dataset holds 160 MB of Python objects; each worker reads its share of them (fork):
+    about 80 MB per worker over a 45 s epoch, ~1.8 MB/s each."""
+    job = start_job("--workers", "2", "--persistent", "--objects-mb", "160", "--sample-ms", "0", "--step-ms", "30",
+                    "--batches", "1500")  # fmt: skip
+    job.wait_workers(2)
+    ticks, findings = watch(attach(job.pid), lambda t, f: "worker-memory-growth" in ids(f), 60,
+                            "worker-memory-growth", memory_growth_min_s=15.0)  # fmt: skip
+    (finding,) = [f for f in findings if f.id == "worker-memory-growth"]
+    assert set(finding.pids) <= set(job.live_workers()) and finding.pids
+    per_worker = list(finding.evidence["per_worker_bytes_per_s"].values())
+    assert all(0.3 * MB <= rate <= 6 * MB for rate in per_worker), per_worker
+    assert finding.evidence["start_method"] == "fork" and "numpy" in finding.suggestion
+
+
+def test_a_healthy_job_gets_no_warnings(start_job, attach):
+    """2 workers busy ~60% keep a 20 ms step fed: nothing to fix, nothing raised."""
+    job = start_job("--workers", "2", "--persistent", "--sample-ms", "6", "--step-ms", "20", "--batches", "1000")
+    job.wait_workers(2)
+    began = time.monotonic()
+    ticks, findings = watch(attach(job.pid), lambda t, f: time.monotonic() - began > 20, 40, "20 s")
+    assert [f for f in findings if f.severity != "info"] == []
+    assert not {"input-bound", "too-many-workers", "cpu-oversubscribed"} & set(ids(findings)), findings
+
+
+def test_workers_fighting_for_one_cpu_are_oversubscribed(start_job, attach):
+    """3 CPU-bound workers and their trainer pinned to one CPU (taskset): they want ~3 CPUs."""
+    job = start_job("--workers", "3", "--persistent", "--sample-ms", "20", "--step-ms", "0",
+                    launcher=["taskset", "-c", "0", sys.executable])  # fmt: skip
+    job.wait_workers(3)
+    ticks, findings = watch(attach(job.pid), lambda t, f: "cpu-oversubscribed" in ids(f), 60, "cpu-oversubscribed")
+    (finding,) = [f for f in findings if f.id == "cpu-oversubscribed"]
+    assert finding.evidence["cpus_allowed"] == 1 and finding.evidence["cpu_waiting"] >= 0.5
+    assert "num_workers=1" in finding.suggestion and finding.pids == [job.pid]

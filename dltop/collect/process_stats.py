@@ -27,6 +27,15 @@ def iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="seconds")
 
 
+def _run_queue_wait_s(pid: int) -> Optional[float]:
+    """Seconds the main thread has spent runnable but waiting for a CPU (schedstat): the direct
+    measure of CPU oversubscription, which CPU% alone cannot show once every core is busy."""
+    try:
+        return procfs.read_schedstat(pid)[1] / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _denied_reason(proc: psutil.Process) -> str:
     try:
         owner = proc.username()
@@ -144,16 +153,19 @@ class ProcessSampler:
         if figures.get("fd_limit") and figures.get("num_fds", 0) >= FD_KINDS_FROM * figures["fd_limit"]:
             figures["fd_kinds"] = self._fd_kinds(proc.pid, key, now)
 
+        wait_s = _run_queue_wait_s(proc.pid)
         previous = self._previous.get(key)
-        self._previous[key] = (now, cpu_s, io)
+        self._previous[key] = (now, cpu_s, io, wait_s)
         if previous is None:
             # First sight: rates over the process's life so far, which for a worker that started
             # since the last tick (respawning workers) is exactly the figure wanted.
             age = self._wall() - proc.create_time()
-            previous = (now - max(age, 1e-3), 0.0, _ZERO_IO if io is not None else None)
-        then, prev_cpu, prev_io = previous
+            previous = (now - max(age, 1e-3), 0.0, _ZERO_IO if io is not None else None, 0.0)
+        then, prev_cpu, prev_io, prev_wait = previous
         dt = max(now - then, 1e-6)
         figures["cpu_percent"] = max(0.0, (cpu_s - prev_cpu) / dt * 100)
+        if wait_s is not None and prev_wait is not None:
+            figures["cpu_wait_percent"] = max(0.0, (wait_s - prev_wait) / dt * 100)
         if io is not None and prev_io is not None:
             figures.update(
                 read_bytes_per_s=(io.read_bytes - prev_io.read_bytes) / dt,

@@ -26,7 +26,9 @@ _FLUSH_LOCK = threading.Lock()
 
 class SyntheticDataset(Dataset):
     """Samples that cost ``sample_ms`` of CPU each; optionally read a file once per worker, or
-    hang worker 0 after ``hang_at`` samples (``hang``: lock | sleep)."""
+    hang worker 0 after ``hang_at`` samples (``hang``: lock | sleep). With ``objects_mb`` the
+    dataset holds that much in small Python objects and each sample reads its share of them:
+    under fork every read writes a refcount, so workers copy those pages (copy-on-read)."""
 
     def __init__(
         self,
@@ -41,6 +43,7 @@ class SyntheticDataset(Dataset):
         slow_ms: float = 0.0,
         report: str | None = None,
         open_files: int = 0,
+        objects_mb: float = 0.0,
     ):
         self.length = length
         self.sample_ms = sample_ms
@@ -54,6 +57,8 @@ class SyntheticDataset(Dataset):
         self.report = report
         self.open_files = open_files
         self._held: list = []
+        # ~141 bytes each (a 100-byte bytes object and its list slot), allocated before the fork
+        self.objects = [b"%0100d" % i for i in range(int(objects_mb * 1e6 / 141))]
         self._read_done = False
         self._served = 0
 
@@ -72,6 +77,9 @@ class SyntheticDataset(Dataset):
         if self.open_files and not self._held:
             # A dataset that opens a file per sample and never closes it: fds pile up.
             self._held = [open(__file__, "rb") for _ in range(self.open_files)]  # noqa: SIM115
+        if self.objects:
+            share = len(self.objects) // self.length
+            sum(map(len, self.objects[index * share : (index + 1) * share]))
         if self.slow_every and self._served % self.slow_every == 0:
             time.sleep(self.slow_ms / 1000)  # a slow read: the worker waits without using CPU
         deadline = time.perf_counter() + self.sample_ms / 1000
@@ -141,6 +149,7 @@ def _make_loader(args: argparse.Namespace, name: str, workers: int) -> DataLoade
         args.slow_ms,
         args.report,
         args.open_files,
+        args.objects_mb if name == "train" else 0.0,
     )
     extra = {}
     if workers > 0:
@@ -176,6 +185,9 @@ def main() -> None:
     parser.add_argument("--slow-every", type=int, default=0, help="every Nth sample of a worker is slow")
     parser.add_argument("--slow-ms", type=float, default=0.0, help="how long a slow sample waits")
     parser.add_argument("--open-files", type=int, default=0, help="each worker opens this many files and keeps them")
+    parser.add_argument(
+        "--objects-mb", type=float, default=0.0, help="dataset holds this many MB of Python objects (copy-on-read)"
+    )
     parser.add_argument("--stall-after", type=int, help="the trainer stalls after this many batches")
     parser.add_argument("--stall-s", type=float, default=3600.0, help="how long the trainer stalls")
     parser.add_argument("--report", help="directory for ground-truth pid files")

@@ -6,8 +6,16 @@ Each rule is one small function ``rule(window, settings) -> [Finding]`` register
 
 from __future__ import annotations
 
-from dltop.diagnose.advice import fd_near_limit, input_bound, pin_memory, workers_respawning
+from dltop.diagnose.advice import input_bound, pin_memory, too_many_workers, workers_respawning
 from dltop.diagnose.faults import stacks_unavailable, trainer_stalled, worker_died, worker_hung
+from dltop.diagnose.resources import (
+    cpu_oversubscribed,
+    disk_saturated,
+    fd_near_limit,
+    gpu_underutilized,
+    shm_low,
+    worker_memory_growth,
+)
 from dltop.diagnose.settings import Settings
 from dltop.model import Finding
 
@@ -17,9 +25,15 @@ RULES = (
     worker_died,
     trainer_stalled,
     input_bound,
-    fd_near_limit,
+    too_many_workers,
     workers_respawning,
     pin_memory,
+    cpu_oversubscribed,
+    disk_saturated,
+    worker_memory_growth,
+    shm_low,
+    fd_near_limit,
+    gpu_underutilized,
 )
 DEFAULTS = Settings()
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}

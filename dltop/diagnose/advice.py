@@ -7,45 +7,18 @@ from __future__ import annotations
 
 import math
 
+from dltop.diagnose.figures import (
+    WorkerFigures,
+    bench_args,
+    loader_call,
+    saturated_disks,
+    trusted_wait,
+    worker_figures,
+)
 from dltop.diagnose.settings import Settings
 from dltop.frames import user_frame
 from dltop.model import Finding, LoaderSample, Snapshot
-
-
-def fd_near_limit(window: list, settings: Settings) -> list:
-    latest: Snapshot = window[-1]
-    findings = []
-    for proc in latest.processes:
-        if not proc.num_fds or not proc.fd_limit or proc.num_fds < settings.fd_limit_share * proc.fd_limit:
-            continue
-        kinds = proc.fd_kinds or {}
-        shm, files = kinds.get("shm", 0), kinds.get("file", 0)
-        share = 100 * proc.num_fds / proc.fd_limit
-        if shm >= files:
-            what = f"{shm} of them shared-memory batch tensors (/dev/shm/torch_*, deleted)"
-            fix = (
-                "torch.multiprocessing.set_sharing_strategy('file_system') at the top of the training script "
-                f"(tensors then travel by name, not by fd), or raise the limit: `ulimit -n {proc.fd_limit * 4}`"
-            )
-        else:
-            what = f"{files} of them regular files"
-            fix = (
-                "Close files after reading each sample (`with open(...)`), or open each file once per worker "
-                "in worker_init_fn and reuse it; raise the limit only if the dataset truly needs that many"
-            )
-        findings.append(
-            Finding(
-                id="fd-near-limit",
-                severity="error" if share >= 95 else "warning",
-                title=f"{proc.role.capitalize()} {proc.pid} uses {share:.0f}% of its open-file limit",
-                detail=f"{proc.num_fds} open fds of a soft limit of {proc.fd_limit}: {what}. At the limit torch "
-                "fails with 'Too many open files' (received 0 items of ancdata).",
-                pids=[proc.pid],
-                evidence={"pid": proc.pid, "num_fds": proc.num_fds, "fd_limit": proc.fd_limit, "fd_kinds": kinds},
-                suggestion=fix,
-            )
-        )
-    return findings
+from dltop.units import human_bytes
 
 
 def workers_respawning(window: list, settings: Settings) -> list:
@@ -75,21 +48,10 @@ def workers_respawning(window: list, settings: Settings) -> list:
                     "start_method": loader.start_method,
                     "starting_workers_percent": startup,
                 },
-                suggestion=f"{_loader_call(loader, persistent_workers=True)}  # workers live across epochs",
+                suggestion=f"{loader_call(loader, persistent_workers=True)}  # workers live across epochs",
             )
         )
     return findings
-
-
-def _loader_call(loader: LoaderSample, **changes: object) -> str:
-    """A paste-ready DataLoader(...) line with what is known of the current settings and the change."""
-    settings = {"num_workers": loader.num_workers or None, "persistent_workers": loader.persistent_workers}
-    if loader.pin_memory is not None:
-        settings["pin_memory"] = loader.pin_memory
-    settings.update(changes)
-    dataset = (loader.dataset or "dataset")[:1].lower() + (loader.dataset or "dataset")[1:]
-    args = ", ".join(f"{k}={v!r}" for k, v in settings.items() if v is not None)
-    return f"DataLoader({dataset}, ..., {args})"
 
 
 def pin_memory(window: list, settings: Settings) -> list:
@@ -107,7 +69,7 @@ def pin_memory(window: list, settings: Settings) -> list:
                     "Batches are not pinned although the trainer uses a GPU",
                     "Without pin_memory each host-to-GPU copy is synchronous and staged through a bounce "
                     "buffer; pinned batches copy asynchronously while the GPU computes.",
-                    f"{_loader_call(loader, pin_memory=True)}  # and batch.to(device, non_blocking=True)",
+                    f"{loader_call(loader, pin_memory=True)}  # and batch.to(device, non_blocking=True)",
                 )
             )
         elif loader.pin_memory and not uses_gpu and latest.gpu_status == "ok":
@@ -118,7 +80,7 @@ def pin_memory(window: list, settings: Settings) -> list:
                     "pin_memory=True but the trainer uses no GPU",
                     "A pin-memory thread copies every batch into page-locked memory that nothing reads "
                     "asynchronously: CPU time and locked RAM for nothing.",
-                    _loader_call(loader, pin_memory=False),
+                    loader_call(loader, pin_memory=False),
                 )
             )
     return findings
@@ -136,9 +98,6 @@ def _pin_finding(loader: LoaderSample, severity: str, title: str, detail: str, s
     )
 
 
-BUSY = ("fetching", "collating", "sending", "stuck")
-
-
 def input_bound(window: list, settings: Settings) -> list:
     """The trainer waits for data: how many workers would keep up, from a model, within the caps.
 
@@ -151,22 +110,19 @@ def input_bound(window: list, settings: Settings) -> list:
     latest: Snapshot = window[-1]
     findings = []
     for loader in latest.loaders:
-        spent = loader.trainer_time
-        if spent is None or spent.samples < settings.min_stack_samples or loader.data_wait_percent is None:
-            continue
-        wait = loader.data_wait_percent / 100
-        if wait * 100 < settings.input_bound_percent:
-            continue
-        findings.append(_input_bound_finding(window, latest, loader, wait, settings))
+        wait = trusted_wait(loader, settings.min_stack_samples)
+        if wait is not None and wait * 100 >= settings.input_bound_percent:
+            findings.append(_input_bound_finding(window, latest, loader, wait, settings))
     return findings
 
 
 def _input_bound_finding(window: list, latest: Snapshot, loader: LoaderSample, wait: float, settings: Settings):
     pids = set(loader.worker_pids)
     workers = max(loader.num_workers, len(pids))
-    busy, cpu, uss = _worker_figures(window, pids)
+    figures = worker_figures(window, pids)
+    busy = figures.busy
     needed = math.ceil(round((workers * busy if workers else 1) / max(1 - wait, 0.05) * settings.workers_headroom, 6))
-    caps = _caps(latest, loader, busy, cpu, uss)
+    caps = _caps(window, loader, figures, settings)
     suggested = max(workers, min([needed, *caps.values()]))
     binding = min(caps, key=caps.get) if caps and min(caps.values()) < needed else None
     hot = _hottest_user_frame(window, pids or {loader.trainer_pid})
@@ -175,14 +131,17 @@ def _input_bound_finding(window: list, latest: Snapshot, loader: LoaderSample, w
         "data_wait_percent": round(wait * 100, 1),
         "num_workers": workers,
         "worker_busy_percent": round(busy * 100, 1),
-        "worker_cpu_percent": round(cpu * 100, 1),
+        "worker_cpu_percent": round(figures.cpu * 100, 1),
         "workers_needed": needed,
+        "suggested_workers": suggested,
         "caps": caps,
         "hottest_user_frame": hot,
     }
+    replay = None
     if suggested > workers:
         limit = f" (capped by {binding})" if binding else ""
-        suggestion = f"{_loader_call(loader, num_workers=suggested)}  # from {workers}{limit}"
+        suggestion = f"{loader_call(loader, num_workers=suggested)}  # from {workers}{limit}"
+        replay = bench_args(loader, figures, wait, _trainer_cpu(window, loader.trainer_pid), num_workers=suggested)
     elif binding == "disk":
         suggestion = "More workers will not help: the disk is saturated (see disk-saturated)."
     else:
@@ -200,28 +159,27 @@ def _input_bound_finding(window: list, latest: Snapshot, loader: LoaderSample, w
         pids=[loader.trainer_pid],
         evidence=evidence,
         suggestion=suggestion,
+        bench_args=replay,
     )
 
 
-def _worker_figures(window: list, pids: set) -> tuple:
-    """(busy share, CPU share of a core, USS bytes) per worker, averaged over the window."""
-    activities = [p.activity for snap in window for p in snap.processes if p.pid in pids and p.activity != "unknown"]
-    cpus = [p.cpu_percent / 100 for snap in window[1:] for p in snap.processes if p.pid in pids and p.cpu_percent]
-    uss = [p.uss_bytes for p in window[-1].processes if p.pid in pids and p.uss_bytes]
-    cpu = sum(cpus) / len(cpus) if cpus else 0.0
-    busy = sum(a in BUSY for a in activities) / len(activities) if activities else min(1.0, cpu)
-    return busy, cpu, (sum(uss) / len(uss) if uss else 0)
+def _trainer_cpu(window: list, trainer_pid: int) -> float:
+    """The trainer's mean CPU share of a core over the window."""
+    shares = [p.cpu_percent / 100 for s in window[1:] for p in s.processes if p.pid == trainer_pid and p.cpu_percent]
+    return sum(shares) / len(shares) if shares else 0.0
 
 
-def _caps(latest: Snapshot, loader: LoaderSample, busy: float, cpu: float, uss: float) -> dict:
+def _caps(window: list, loader: LoaderSample, figures: WorkerFigures, settings: Settings) -> dict:
     caps = {}
+    latest: Snapshot = window[-1]
     system = latest.system
-    if system is not None and busy > 0 and cpu / busy > 0.05:
+    if system is not None and figures.busy > 0 and figures.cpu / figures.busy > 0.05:
         trainers = sum((p.cpu_percent or 0) / 100 for p in latest.processes if p.role == "trainer")
-        caps["cpus"] = max(1, math.floor((system.cpus_allowed - trainers) / (cpu / busy)))
-    if system is not None and uss:
-        caps["memory"] = len(loader.worker_pids) + math.floor(0.5 * system.mem_available_bytes / uss)
-    if any(d.used_by_job and d.util_percent >= 90 for d in latest.disks):
+        # a quarter of a worker's CPU over is fine: the trainers' share is a mean, not a reservation
+        caps["cpus"] = max(1, math.floor((system.cpus_allowed - trainers) / (figures.cpu / figures.busy) + 0.25))
+    if system is not None and figures.memory:
+        caps["memory"] = len(loader.worker_pids) + math.floor(0.5 * system.mem_available_bytes / figures.memory)
+    if saturated_disks(window, settings.disk_util_percent, settings.disk_await_ms):
         caps["disk"] = loader.num_workers
     return caps
 
@@ -235,3 +193,54 @@ def _hottest_user_frame(window: list, pids: set):
                 if frame is not None:
                     counts[frame.where()] = counts.get(frame.where(), 0) + 1
     return max(counts, key=counts.get) if counts else None
+
+
+def too_many_workers(window: list, settings: Settings) -> list:
+    """The trainer never waits and the workers idle: the fewest workers that still keep up.
+
+    Same model as input-bound with W ~ 0: N workers working a share u of the time supply what
+    N * u workers working flat out would, so ceil(N * u * headroom) keep up; the headroom is
+    generous (1.5) because a loader must absorb slow samples, not just the mean.
+    """
+    latest: Snapshot = window[-1]
+    findings = []
+    for loader in latest.loaders:
+        wait = trusted_wait(loader, settings.min_stack_samples)
+        workers = loader.num_workers
+        if wait is None or wait * 100 >= settings.too_many_wait_percent or workers < 2:
+            continue
+        figures = worker_figures(window, set(loader.worker_pids))
+        # Workers that did nothing at all belong to a loader not being iterated now (a validation
+        # loader between passes): nothing to judge.
+        if not 0.01 <= figures.working < settings.idle_workers_percent / 100:
+            continue
+        suggested = max(1, math.ceil(round(workers * figures.working * settings.fewer_workers_headroom, 6)))
+        if suggested >= workers:
+            continue
+        freed = (workers - suggested) * figures.memory
+        findings.append(
+            Finding(
+                id="too-many-workers",
+                severity="info",
+                title=f"{workers} workers of trainer {loader.trainer_pid} idle {100 - figures.working * 100:.0f}%"
+                " of the time",
+                detail=f"The trainer waits for data {wait * 100:.1f}% of the time and its workers work"
+                f" {figures.working * 100:.0f}% of theirs: {suggested} would keep up"
+                + (f", freeing about {human_bytes(freed)} of worker memory" if freed else "")
+                + f" and {workers - suggested} process(es).",
+                pids=[loader.trainer_pid],
+                evidence={
+                    "trainer_pid": loader.trainer_pid,
+                    "data_wait_percent": round(wait * 100, 1),
+                    "num_workers": workers,
+                    "worker_busy_percent": round(figures.working * 100, 1),
+                    "suggested_workers": suggested,
+                    "memory_freed_bytes": round(freed),
+                },
+                suggestion=f"{loader_call(loader, num_workers=suggested)}  # from {workers}",
+                bench_args=bench_args(
+                    loader, figures, wait, _trainer_cpu(window, loader.trainer_pid), num_workers=suggested
+                ),
+            )
+        )
+    return findings

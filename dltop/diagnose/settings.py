@@ -24,3 +24,21 @@ class Settings:
     input_bound_warning_percent: float = 50.0
     min_stack_samples: int = 30  # trainer samples before a share is trusted
     workers_headroom: float = 1.1  # suggest 10% more workers than the model needs
+    # too-many-workers: the trainer waits less than this, the workers work less than this share
+    too_many_wait_percent: float = 5.0
+    idle_workers_percent: float = 25.0
+    fewer_workers_headroom: float = 1.5  # keep 50% more workers than the mean load needs
+    # cpu-oversubscribed: CPU wanted (used + runnable waiting for a CPU) over the CPUs the job may use
+    oversubscribed_ratio: float = 1.25
+    # disk-saturated: a device the job reads from, busy this share of the time with this read await
+    disk_util_percent: float = 90.0
+    disk_await_ms: float = 10.0
+    # worker-memory-growth: a straight-line rise (fit R^2) over at least this long, of at least this much
+    memory_growth_min_s: float = 30.0
+    memory_growth_min_bytes: int = 16 << 20
+    memory_growth_fit: float = 0.8
+    # shm-low: /dev/shm at its fullest in the window above this share
+    shm_full_share: float = 0.8
+    # gpu-underutilized: mean GPU busy share below this, over at least this long
+    gpu_busy_percent: float = 50.0
+    gpu_min_s: float = 10.0

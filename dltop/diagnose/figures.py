@@ -1,0 +1,142 @@
+"""Window figures the rules share: per-worker averages, a time axis, a paste-ready DataLoader line."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Optional
+
+from dltop.model import LoaderSample
+
+BUSY = ("fetching", "collating", "sending", "stuck")
+
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """A loader's workers averaged over the window: busy share (stacks), CPU share of a core,
+    run-queue wait share, private memory (USS, else RSS) per worker in bytes."""
+
+    busy: float
+    cpu: float
+    cpu_wait: float
+    memory: float
+
+    @property
+    def working(self) -> float:
+        """The larger of the stack-sampled busy share and the CPU share: a sparse or stale stack
+        sample cannot make a CPU-busy worker look idle."""
+        return max(self.busy, self.cpu)
+
+
+def worker_figures(window: list, pids: set) -> WorkerFigures:
+    rows = [p for snap in window for p in snap.processes if p.pid in pids]
+    activities = [p.activity for p in rows if p.activity != "unknown"]
+    rated = [p for snap in window[1:] for p in snap.processes if p.pid in pids and p.cpu_percent is not None]
+    cpu = _mean([p.cpu_percent / 100 for p in rated]) or 0.0
+    waits = _mean([p.cpu_wait_percent / 100 for p in rated if p.cpu_wait_percent is not None]) or 0.0
+    memory = _mean([private_memory(p) for p in window[-1].processes if p.pid in pids and private_memory(p)])
+    busy = sum(a in BUSY for a in activities) / len(activities) if activities else min(1.0, cpu)
+    return WorkerFigures(busy, cpu, waits, memory or 0.0)
+
+
+def private_memory(proc) -> Optional[int]:
+    """USS (what the process alone holds); RSS where USS cannot be read (another user's job)."""
+    return proc.uss_bytes if proc.uss_bytes is not None else proc.rss_bytes
+
+
+def elapsed(window: list) -> list:
+    """Seconds since the window's first snapshot, one per snapshot (from each tick's window_s)."""
+    return [0.0, *itertools.accumulate(snap.window_s for snap in window[1:])]
+
+
+def mean_over(window: list, pick) -> Optional[float]:
+    """Mean of ``pick(snapshot)`` over the window's snapshots where it is not None."""
+    return _mean([v for v in map(pick, window) if v is not None])
+
+
+@dataclass(frozen=True)
+class DiskLoad:
+    """A device the job reads from, averaged over the window."""
+
+    device: str
+    name: str
+    util_percent: float
+    r_await_ms: float
+    read_bytes_per_s: float
+
+
+def saturated_disks(window: list, util_percent: float, await_ms: float) -> list:
+    """Devices the job uses that were busy at least ``util_percent`` of the window with reads
+    waiting at least ``await_ms`` each (util alone misleads on devices that serve requests in
+    parallel, such as NVMe)."""
+    found = []
+    for device in sorted({d.device for snap in window for d in snap.disks if d.used_by_job}):
+        rows = [d for snap in window for d in snap.disks if d.device == device]
+        util = sum(d.util_percent for d in rows) / len(rows)
+        r_await = _mean([d.r_await_ms for d in rows if d.r_await_ms is not None])
+        if util >= util_percent and r_await is not None and r_await >= await_ms:
+            read = sum(d.read_bytes_per_s for d in rows) / len(rows)
+            found.append(DiskLoad(device, rows[-1].name or device, util, r_await, read))
+    return found
+
+
+def _mean(values: list) -> Optional[float]:
+    return sum(values) / len(values) if values else None
+
+
+def trusted_wait(loader: LoaderSample, min_samples: int) -> Optional[float]:
+    """The loader's data-wait share (0..1) once enough trainer samples back it, else None."""
+    spent = loader.trainer_time
+    if spent is None or spent.samples < min_samples or loader.data_wait_percent is None:
+        return None
+    return loader.data_wait_percent / 100
+
+
+def loader_call(loader: LoaderSample, **changes: object) -> str:
+    """A paste-ready DataLoader(...) line with what is known of the current settings and the change."""
+    settings = {"num_workers": loader.num_workers or None, "persistent_workers": loader.persistent_workers}
+    if loader.pin_memory is not None:
+        settings["pin_memory"] = loader.pin_memory
+    settings.update(changes)
+    name = loader.dataset or "dataset"
+    args = ", ".join(f"{k}={v!r}" for k, v in settings.items() if v is not None)
+    return f"DataLoader({name[:1].lower() + name[1:]}, ..., {args})"
+
+
+TWIN_STEP_MS = 20.0
+
+
+def bench_args(loader: LoaderSample, figures: WorkerFigures, wait: float, trainer_cpu: float, **changes) -> list:
+    """``dltop bench`` arguments that replay this loader on a twin, current settings vs ``changes``.
+
+    The twin keeps what dltop measured as ratios, scaled to a 20 ms step (the absolute batch rate
+    is not known): per batch, the trainer's own time S and the workers' time N * working * S / (1 - W),
+    split into CPU and waiting as the workers' CPU share says; the step spins when the trainer
+    computed on CPU, else sleeps (a GPU step). One twin sample stands for one batch.
+    """
+    workers = loader.num_workers
+    period = TWIN_STEP_MS / max(1 - wait, 0.05)
+    batch_ms = (workers * figures.working if workers else wait) * period
+    cpu_share = min(1.0, figures.cpu / figures.working) if workers and figures.working else 1.0
+    step_kind = "cpu" if trainer_cpu / max(1 - wait, 0.05) > 0.5 else "sleep"
+    current = {"num_workers": workers, "persistent_workers": loader.persistent_workers, "pin_memory": loader.pin_memory}
+    proposed = {**current, **changes}
+    return [
+        "--workload",
+        f"twin:cpu_ms={batch_ms * cpu_share:.2f},io_ms={batch_ms * (1 - cpu_share):.2f},sample_kb=4",
+        "--batch-size",
+        "1",
+        "--step-ms",
+        f"{TWIN_STEP_MS:g}",
+        "--step-kind",
+        step_kind,
+        "--compare",
+        _bench_config(current),
+        _bench_config(proposed),
+    ]
+
+
+def _bench_config(settings: dict) -> str:
+    """'num_workers=4,persistent_workers=True' (dltop.bench.config syntax; unknown settings left out)."""
+    return ",".join(f"{k}={v}" for k, v in settings.items() if v is not None and (k == "num_workers" or
+                                                                                 settings["num_workers"]))  # fmt: skip

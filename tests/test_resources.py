@@ -1,0 +1,156 @@
+"""Rules about resources and idle workers on hand-built windows, at, below and above their
+thresholds (the real-job checks are in test_advice.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dltop.diagnose import Settings, diagnose
+from dltop.model import DiskSample
+from tests.windows import GiB, bound_window, ids, with_worker_memory
+
+MiB = 1 << 20
+
+
+def only(findings, rule):
+    return [f for f in findings if f.id == rule]
+
+
+# -- too-many-workers ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "wait, cpu, workers, expect",
+    [(1.0, 10.0, 4, 1), (1.0, 20.0, 8, 3), (1.0, 30.0, 4, None), (6.0, 10.0, 4, None), (1.0, 0.0, 4, None),
+     (1.0, 10.0, 1, None)],
+)  # fmt: skip
+def test_too_many_workers(wait, cpu, workers, expect):
+    found = only(diagnose(bound_window(wait, workers=workers, cpu=cpu, activity="idle")), "too-many-workers")
+    assert [f.evidence["suggested_workers"] for f in found] == ([expect] if expect else [])
+    if expect:
+        assert f"num_workers={expect}" in found[0].suggestion
+        assert found[0].evidence["memory_freed_bytes"] == (workers - expect) * 200 * MiB
+
+
+def test_busy_stacks_outweigh_a_low_cpu_share():
+    """Workers that wait on I/O use no CPU but are busy: not idle."""
+    assert not only(diagnose(bound_window(1.0, workers=4, cpu=5.0, activity="fetching")), "too-many-workers")
+
+
+# -- cpu-oversubscribed ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cpu_wait, expect", [(10.0, False), (30.0, True), (None, False)])
+def test_cpu_oversubscribed(cpu_wait, expect):
+    # 2 CPUs: trainer 40% + 4 workers at 40% = 2.0 used; waiting 4 x cpu_wait
+    window = bound_window(10.0, workers=4, cpu=40.0, cpu_wait=cpu_wait, cpus_allowed=2.0, trainer_cpu=40.0)
+    found = only(diagnose(window), "cpu-oversubscribed")
+    assert bool(found) == expect
+    if expect:
+        assert found[0].evidence["cpu_used"] == 2.0 and found[0].evidence["cpu_waiting"] == 1.2
+        # each worker wants 0.7 of a core; 2 CPUs less the trainer's 0.4 fit 2 of them
+        assert "num_workers=2" in found[0].suggestion
+
+
+def test_oversubscribed_ranks_get_advice_per_rank():
+    """Two ranks on 4 CPUs, each trainer using 2.5 cores of intra-op threads."""
+    one = bound_window(10.0, workers=4, cpu=60.0, cpu_wait=80.0, cpus_allowed=4.0, trainer_cpu=250.0)[0]
+    second = [dataclasses.replace(p, pid=p.pid + 100, trainer_pid=101) for p in one.processes]
+    loader2 = dataclasses.replace(one.loaders[0], trainer_pid=101, worker_pids=[110, 111, 112, 113])
+    snap = dataclasses.replace(one, processes=one.processes + second, loaders=one.loaders + [loader2])
+    (found,) = only(diagnose([snap, snap]), "cpu-oversubscribed")
+    assert found.evidence["ranks"] == 2 and found.evidence["trainer_cpu_per_rank"] == 2.5
+    assert "trainer 1" in found.suggestion and "trainer 101" in found.suggestion
+    assert "OMP_NUM_THREADS=1" in found.suggestion
+
+
+# -- disk-saturated ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("util, r_await, expect", [(95.0, 20.0, True), (95.0, 2.0, False), (50.0, 50.0, False)])
+def test_disk_saturated(util, r_await, expect):
+    found = only(diagnose(bound_window(80.0, util=util, r_await=r_await)), "disk-saturated")
+    assert bool(found) == expect
+    if expect:
+        assert found[0].severity == "warning" and "vda" in found[0].title  # the trainer waits: a warning
+
+
+def test_a_saturated_disk_the_job_does_not_use_is_not_named():
+    snap = bound_window(80.0)[0]
+    other = DiskSample("sdb", 100.0, 0.0, 1e7, 0.0, 50.0, None, 9.0, 99.0, False)
+    assert not only(diagnose([dataclasses.replace(snap, disks=[other])] * 2), "disk-saturated")
+
+
+# -- worker-memory-growth ------------------------------------------------------------------------
+
+
+def test_worker_memory_growth_estimates_rate_and_time_to_exhaustion():
+    window = with_worker_memory(bound_window(10.0, ticks=41), lambda i, pid: 200 * MiB + i * MiB)
+    (found,) = only(diagnose(window), "worker-memory-growth")
+    assert found.evidence["bytes_per_s"] == 2 * MiB  # two workers at 1 MiB/s
+    assert found.evidence["seconds_to_exhaustion"] == 16 * GiB // (2 * MiB)  # 16 GiB available
+    assert found.pids == [10, 11] and "numpy" in found.suggestion
+
+
+def test_an_unread_uss_does_not_fall_back_to_rss():
+    """Before its first USS reading a worker shows only RSS (shared pages too): not a drop to ignore."""
+    window = with_worker_memory(bound_window(10.0, ticks=41), lambda i, pid: None if i == 0 else 200 * MiB + i * MiB)
+    window[0] = dataclasses.replace(window[0], processes=[dataclasses.replace(p, rss_bytes=900 * MiB)
+                                                          for p in window[0].processes])  # fmt: skip
+    assert only(diagnose(window), "worker-memory-growth")[0].evidence["bytes_per_s"] == 2 * MiB
+
+
+@pytest.mark.parametrize(
+    "ticks, per_s, noise",
+    [(21, MiB, 0), (41, 0.2 * MiB, 0), (41, MiB, 40 * MiB)],
+    ids=["too-short", "too-small", "not-steady"],
+)
+def test_worker_memory_that_does_not_grow_steadily_is_not_flagged(ticks, per_s, noise):
+    window = with_worker_memory(
+        bound_window(10.0, ticks=ticks), lambda i, pid: int(200 * MiB + i * per_s + (noise if i % 2 else 0))
+    )
+    assert not only(diagnose(window), "worker-memory-growth")
+
+
+def test_memory_readings_that_repeat_are_not_points():
+    """USS is re-read within a budget: a reading held for 10 ticks is one point, not ten."""
+    window = with_worker_memory(bound_window(10.0, ticks=41), lambda i, pid: 200 * MiB + (i // 20) * 16 * MiB)
+    assert not only(diagnose(window), "worker-memory-growth")  # 3 distinct readings: too few to call a line
+    window = with_worker_memory(bound_window(10.0, ticks=41), lambda i, pid: 200 * MiB + (i // 10) * 8 * MiB)
+    assert only(diagnose(window), "worker-memory-growth")  # 5 readings on a line
+
+
+# -- shm-low ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("used_mb, expect", [(40, None), (55, "warning"), (62, "error")])
+def test_shm_low(used_mb, expect):
+    found = only(diagnose(bound_window(10.0, shm=(used_mb * MiB, 64 * MiB))), "shm-low")
+    assert [f.severity for f in found] == ([expect] if expect else [])
+    if expect:
+        assert "--shm-size=1g" in found[0].suggestion
+
+
+# -- gpu-underutilized ------------------------------------------------------------------------------
+
+
+def test_a_gpu_starved_by_input_points_at_input_bound():
+    (found,) = only(diagnose(bound_window(80.0, gpu_util=20.0, ticks=12)), "gpu-underutilized")
+    assert found.severity == "warning" and found.evidence["input_bound"] and "num_workers=" in found.suggestion
+
+
+def test_a_gpu_idle_without_input_wait_says_the_step_is_the_bottleneck():
+    (found,) = only(diagnose(bound_window(2.0, gpu_util=20.0, ticks=12)), "gpu-underutilized")
+    assert found.severity == "info" and "torch.profiler" in found.suggestion
+
+
+@pytest.mark.parametrize("util, ticks", [(80.0, 12), (20.0, 5)], ids=["busy", "too-short"])
+def test_gpu_underutilized_needs_a_low_share_held_a_while(util, ticks):
+    assert not only(diagnose(bound_window(80.0, gpu_util=util, ticks=ticks)), "gpu-underutilized")
+
+
+def test_new_thresholds_are_settings():
+    window = bound_window(10.0, shm=(40 * MiB, 64 * MiB))
+    assert ids(diagnose(window, Settings(shm_full_share=0.5))).count("shm-low") == 1

@@ -1,0 +1,59 @@
+"""Hand-built windows of Snapshots for the rule tests: one loader of a trainer (pid 1) with
+workers 10, 11, ..., each figure a keyword so a test says only what it is about."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dltop.frames import make_frame
+from dltop.model import (
+    DiskSample,
+    GpuProcess,
+    GpuSample,
+    JobInfo,
+    LoaderSample,
+    ProcessSample,
+    Snapshot,
+    SystemSample,
+    TrainerTime,  # noqa: I001
+)
+
+GiB = 1 << 30
+STACK = [make_frame("Images.__getitem__", "/home/me/data.py", 12), make_frame("decode", "/home/me/img.py", 40)]
+
+
+def bound_window(wait, workers=2, cpu=90.0, activity="fetching", cpus_allowed=8.0, util=10.0, samples=100,
+                 r_await=20.0, ticks=2, cpu_wait=None, trainer_cpu=100.0, gpu_util=None, shm=None):  # fmt: skip
+    """``ticks`` snapshots 1 s apart. ``gpu_util``: a GPU held by the trainer; ``shm``: (used, total) bytes."""
+    shm_used, shm_total = shm or (None, None)
+    system = SystemSample(8, 4, cpus_allowed, list(range(8)), None, 1.0, 32 * GiB, 16 * GiB, None, 0, shm_total,
+                          shm_used)  # fmt: skip
+    pids = list(range(10, 10 + workers))
+    procs = [ProcessSample(1, 0, "trainer", 1, "python", "", "running", cpu_percent=trainer_cpu)] + [
+        ProcessSample(p, 1, "worker", 1, "pt_data_worker", "", "running", cpu_percent=cpu, cpu_wait_percent=cpu_wait,
+                      uss_bytes=200 << 20, activity=activity, stack=STACK)
+        for p in pids
+    ]  # fmt: skip
+    spent = TrainerTime(samples, 30.0, wait, 0.0, 0.0, 100.0 - wait)
+    ld = LoaderSample(1, workers, pids, True, False, "fork", wait, 0, trainer_time=spent, dataset="Images")
+    disk = DiskSample("vda", 100.0, 0.0, 1e7, 0.0, r_await, None, 1.0, util, True)
+    gpus = [] if gpu_util is None else [GpuSample(0, "H200", gpu_util, 1, 2, None, None, None, None,
+                                                  [GpuProcess(1, GiB, None)])]  # fmt: skip
+    job = JobInfo(1, 1, "python train.py", "running", "fork", [1])
+    snap = Snapshot("t", 1.0, job, system, procs, [ld], gpus, "ok" if gpus else "no-nvml", [disk])
+    return [snap] * ticks
+
+
+def with_worker_memory(window, memory_of):
+    """The window with each worker's USS replaced by ``memory_of(tick_index, pid)``."""
+    return [
+        dataclasses.replace(snap, processes=[
+            dataclasses.replace(p, uss_bytes=memory_of(i, p.pid)) if p.role == "worker" else p
+            for p in snap.processes
+        ])
+        for i, snap in enumerate(window)
+    ]  # fmt: skip
+
+
+def ids(findings):
+    return [f.id for f in findings]
