@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = commands.add_parser("jobs", help="list the training jobs on this machine")
     jobs.add_argument("--json", action="store_true")
 
+    bench = commands.add_parser("bench", help="measure DataLoader configurations on a workload (needs torch)")
+    from dltop.bench.main import add_arguments
+
+    add_arguments(bench)
+
     demo = commands.add_parser("demo", help="start a bundled demo training job and watch it live")
     demo.add_argument("--interval", type=_positive, default=1.0, help="seconds between refreshes (default 1)")
     demo.add_argument("--duration", type=_positive, help="stop after this many seconds (default: Ctrl-C)")
@@ -133,10 +138,16 @@ def run_demo(args: argparse.Namespace) -> int:
     return run(args.interval, args.duration, show)
 
 
+def run_bench(args: argparse.Namespace) -> int:
+    from dltop.bench.main import run_bench as bench
+
+    return bench(args)
+
+
 def main(argv: Optional[list] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"snapshot": run_snapshot, "dump": run_dump, "jobs": run_jobs, "demo": run_demo}
+    handlers = {"snapshot": run_snapshot, "dump": run_dump, "jobs": run_jobs, "demo": run_demo, "bench": run_bench}
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import run_dltop
+from tests.support import assert_one_line_error, run_dltop
 
 NOBODY = 65534
 CONTRACT = {
@@ -81,12 +81,6 @@ CONTRACT = {
         "used_by_job",
     },
 }
-
-
-def assert_one_line_error(result, fragment: str) -> None:
-    assert result.returncode == 2, result
-    assert "Traceback" not in result.stderr
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("dltop: ") and fragment in result.stderr
 
 
 @pytest.fixture
@@ -194,7 +188,8 @@ def test_bad_arguments_exit_2():
 def test_core_imports_neither_torch_nor_textual():
     code = (
         "import sys, dltop.model, dltop.collect.collector, dltop.collect.jobs, dltop.window, dltop.cli, "
-        "dltop.text_report; print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
+        "dltop.text_report, dltop.diagnose, dltop.bench.search, dltop.bench.report, dltop.bench.main; "
+        "print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

@@ -1,0 +1,73 @@
+"""The training-step stand-in the bench runs on every batch, so loading overlaps compute as in
+training: on CUDA the batch is copied with ``non_blocking=True`` and a matmul loop sized to
+``step_ms`` runs; without CUDA the step sleeps (the GPU computing while the host waits) or spins
+(``cpu``: a CPU-only job whose step competes with the workers for cores)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+MATMUL_N = 1024
+
+
+def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
+    """Any batch structure (tensors, dicts, tuples, lists, other objects left as they are)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device, non_blocking) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        moved = [to_device(v, device, non_blocking) for v in batch]
+        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
+    return batch
+
+
+def count_samples(batch: Any) -> int:
+    """Samples in a batch: the first dimension of its first tensor (1 when it holds none)."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else 1
+    values = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (list, tuple)) else ()
+    for value in values:
+        found = count_samples(value)
+        if found:
+            return found
+    return 0 if values else 1
+
+
+class Step:
+    """Call with a batch; takes about ``step_ms``."""
+
+    def __init__(self, step_ms: float, kind: str = "sleep") -> None:
+        self.step_s = step_ms / 1000
+        self.kind = "cuda" if torch.cuda.is_available() else kind
+        self.device = torch.device("cuda") if self.kind == "cuda" else None
+        self._iterations = self._calibrate() if self.kind == "cuda" and step_ms > 0 else 0
+
+    def _calibrate(self) -> int:
+        a = torch.randn(MATMUL_N, MATMUL_N, device=self.device)
+        for _ in range(3):
+            a @ a
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        for _ in range(20):
+            a @ a
+        torch.cuda.synchronize()
+        per = (time.perf_counter() - began) / 20
+        self._a = a
+        return max(1, round(self.step_s / per))
+
+    def __call__(self, batch: Any) -> None:
+        if self.kind == "cuda":
+            to_device(batch, self.device, non_blocking=True)
+            for _ in range(self._iterations):
+                self._a @ self._a
+            torch.cuda.synchronize()  # as loss.item() would: the step ends when the GPU is done
+        elif self.kind == "cpu":
+            deadline = time.perf_counter() + self.step_s
+            while time.perf_counter() < deadline:
+                pass
+        elif self.step_s:
+            time.sleep(self.step_s)
