@@ -50,6 +50,20 @@ def test_hung_worker_is_caught_with_its_frame(start_job, attach, how):
     assert "trainer-stalled" not in ids(findings)
 
 
+def test_a_worker_waiting_on_slow_storage_is_not_hung(start_job, attach):
+    """Every sample sleeps 20 ms (a slow read) without CPU: the stack barely changes and the
+    trainer waits for data, but the worker is scheduled 50 times a second: busy, not hung."""
+    job = start_job("--workers", "1", "--persistent", "--sample-ms", "0", "--slow-every", "1", "--slow-ms", "20",
+                    "--step-ms", "10")  # fmt: skip
+    job.wait_workers(1)
+    collector = attach(job.pid, hang_after_s=HANG_AFTER)
+    began = time.monotonic()
+    ticks, findings = watch(collector, lambda t, f: time.monotonic() - began > 3 * HANG_AFTER, 60, "the window")
+    assert "worker-hung" not in ids(findings) and "input-bound" in ids(findings)
+    worker = [p for p in ticks[-1].processes if p.role == "worker"][0]
+    assert worker.activity == "fetching" and (worker.stuck_s or 0) < HANG_AFTER
+
+
 def test_killed_worker_is_reported_dead_after_the_trainer_exits(start_job, attach):
     job = start_job("--workers", "2", "--persistent", "--sample-ms", "5", "--step-ms", "5")
     victim = worker_with_id(job, 1)

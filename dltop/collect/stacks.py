@@ -35,7 +35,7 @@ MAX_IN_FLIGHT = 4
 DUMP_TIMEOUT_S = 5.0
 # py-spy reads every thread of the trainer per sample (a 16-worker trainer has 17 threads: ~2 ms a
 # sample): the rate is set from the last window's measured cost to stay within this CPU share.
-RECORD_CPU_SHARE = 0.008  # of one core, all trainers together
+RECORD_CPU_SHARE = 0.006  # of one core, all trainers together
 RECORD_STARTUP_S = 0.015  # py-spy's CPU to attach, paid once per window
 MIN_SAMPLES_TO_PRICE = 20
 # Hz per window, cycled: prime rates, so a periodic training step cannot alias with the sampling
@@ -47,6 +47,10 @@ TRAINER_TIME_HISTORY_S = 30.0
 SUSPECT_QUIET_S = 3.0
 IDLE_WAKE_NS = 5_000_000  # CPU an idle worker may use between dumps and still be idle
 STUCK_CPU_SHARE = 0.01  # a main thread using less than this share of a core is not running
+# ... nor one that wakes more often than this: a worker reading slow storage in small blocking
+# reads has the same stack and no CPU, but is scheduled tens of times a second; a hung one never
+# is (a timed wait in a loop wakes once every few seconds)
+STUCK_WAKEUPS_PER_S = 1.0
 FAILURES_BEFORE_ERROR = 3
 RETRY_AFTER_DENIED_S = 30.0
 MIN_RECORD_RATE = 3
@@ -65,6 +69,7 @@ class ProcessStacks:
     slices_at_stack: Optional[int] = None  # main-thread timeslices when the dump began
     streak_since: Optional[float] = None  # the stack unchanged, without CPU, since then (monotonic)
     streak_run_ns: int = 0
+    streak_slices: int = 0
     confirmed_at: Optional[float] = None  # the stack was last known current then
     run_ns: int = 0
     slices: Optional[int] = None
@@ -222,7 +227,7 @@ class StackSampler:
         else:
             proc.quiet_since = None
         if proc.streak_since is not None:
-            if not _idle_since_streak(proc, run_ns, now):
+            if not _idle_since_streak(proc, run_ns, slices, now):
                 proc.streak_since = proc.confirmed_at = None  # it is running again
             elif slices == proc.slices_at_stack:
                 proc.confirmed_at = now  # has not run since the dump: the stack is still current
@@ -283,12 +288,12 @@ class StackSampler:
         began, wall, run_ns, slices, quiet_since = proc.run_began
         stack = main.frames
         same = stack == proc.stack and proc.streak_since is not None
-        if same and _idle_since_streak(proc, run_ns, began):
+        if same and _idle_since_streak(proc, run_ns, slices, began):
             proc.confirmed_at = max(proc.confirmed_at or began, began)
         else:
             # Quiet since before the dump began: this stack has been current since then.
             proc.streak_since = quiet_since if quiet_since is not None else began
-            proc.streak_run_ns, proc.confirmed_at = run_ns, began
+            proc.streak_run_ns, proc.streak_slices, proc.confirmed_at = run_ns, slices or 0, began
         proc.stack, proc.stack_wall, proc.slices_at_stack = stack, wall, slices
 
     def _add_window(self, proc: ProcessStacks, text: str, now: float) -> None:
@@ -315,6 +320,7 @@ class StackSampler:
             proc.confirmed_at = now
         elif len(stacks) == 1:
             proc.streak_since, proc.confirmed_at, proc.streak_run_ns = began, now, proc.run_ns
+            proc.streak_slices = proc.slices or 0
         else:
             proc.streak_since = proc.confirmed_at = None
         proc.stack, proc.stack_wall = typical, self._wall()
@@ -392,9 +398,14 @@ class StackSampler:
         return not idle or proc.run_ns - run_ns_at_dump > IDLE_WAKE_NS
 
 
-def _idle_since_streak(proc: ProcessStacks, run_ns: int, at: float) -> bool:
-    """The main thread used under STUCK_CPU_SHARE of a core (plus 10 ms slack) since its streak began."""
-    return run_ns - proc.streak_run_ns <= STUCK_CPU_SHARE * (at - proc.streak_since) * 1e9 + 1e7
+def _idle_since_streak(proc: ProcessStacks, run_ns: int, slices: Optional[int], at: float) -> bool:
+    """Since its streak began the main thread used under STUCK_CPU_SHARE of a core (plus 10 ms
+    slack) and was scheduled at most STUCK_WAKEUPS_PER_S times a second (plus 2)."""
+    elapsed = at - proc.streak_since
+    woke = (slices or 0) - proc.streak_slices
+    return run_ns - proc.streak_run_ns <= STUCK_CPU_SHARE * elapsed * 1e9 + 1e7 and woke <= (
+        STUCK_WAKEUPS_PER_S * elapsed + 2
+    )
 
 
 def _main_thread(threads: list, pid: int) -> Optional[ThreadStack]:
