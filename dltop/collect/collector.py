@@ -46,6 +46,7 @@ class Collector:
     ) -> None:
         self._clock, self._wall = clock, wall
         self.memory_budget_s = memory_budget_s
+        self._memory_read_s = 0.0  # CPU of the last sample that read USS/PSS
         self.hang_after_s = hang_after_s
         self.discovery = Discovery()
         self.tree: JobTree = self.discovery.resolve(pid)
@@ -194,13 +195,16 @@ class Collector:
         members.sort(key=lambda item: read_at.get((item[0], stats[item[0]].start_ticks), float("-inf")))
         spent, samples = 0.0, []
         for pid, member in members:
-            read_memory = full_memory or spent < self.memory_budget_s
-            started = time.process_time()
+            # one read per tick at least; more only while the last one's cost still fits the budget
+            # (this thread's CPU: the TUI's drawing runs in the same process)
+            read_memory = full_memory or spent == 0.0 or spent + self._memory_read_s <= self.memory_budget_s
+            started = time.thread_time()
             sample = self.processes.sample(
                 member, stats[pid], " ".join(self.discovery.cmdline(pid)), self.discovery.rank(pid), read_memory
             )
             if read_memory:
-                spent += time.process_time() - started
+                self._memory_read_s = time.thread_time() - started
+                spent += self._memory_read_s
             if sample is not None:
                 samples.append(sample)
         return sorted(samples, key=lambda s: s.pid)

@@ -55,12 +55,13 @@ class ProcessSampler:
         self._memory: dict = {}  # (pid, start_ticks) -> (uss, pss)
         self._fd_limits: dict = {}  # (pid, start_ticks) -> (clock when read, soft limit)
         self._fd_kinds_cache: dict = {}  # (pid, start_ticks) -> (clock when read, {kind: count})
+        self._users: dict = {}  # (pid, start_ticks) -> user name
 
     def forget_except(self, alive_keys: set) -> None:
         for key in list(self._procs):
             if key not in alive_keys:
                 caches = (self._procs, self._previous, self.memory_read_at, self._memory, self._fd_limits)
-                for cache in (*caches, self._fd_kinds_cache):
+                for cache in (*caches, self._fd_kinds_cache, self._users):
                     cache.pop(key, None)
 
     def sample(
@@ -91,6 +92,15 @@ class ProcessSampler:
         except (psutil.NoSuchProcess, psutil.ZombieProcess, FileNotFoundError, ProcessLookupError):
             return None
 
+    def _user(self, proc: psutil.Process, key: tuple) -> Optional[str]:
+        """The owner's name, looked up once per process (pwd reads /etc/passwd every time)."""
+        if key not in self._users:
+            try:
+                self._users[key] = proc.username()
+            except (psutil.AccessDenied, KeyError):
+                self._users[key] = None
+        return self._users[key]
+
     def _fd_limit(self, pid: int, key: tuple, now: float) -> Optional[int]:
         """The open-file soft limit, re-read every FD_LIMIT_TTL_S: it only changes by prlimit."""
         cached = self._fd_limits.get(key)
@@ -118,10 +128,7 @@ class ProcessSampler:
             cpu_s = times.user + times.system
             figures["num_threads"] = proc.num_threads()
             figures["started_at"] = iso(proc.create_time())
-            try:
-                figures["user"] = proc.username()
-            except (psutil.AccessDenied, KeyError):
-                pass
+            figures["user"] = self._user(proc, key)
             figures["rss_bytes"] = proc.memory_info().rss
             if read_memory:
                 try:

@@ -78,6 +78,9 @@ class JobTree:
         return sorted(p for p, m in self.members.items() if m.role == "worker" and m.trainer_pid == trainer_pid)
 
 
+CHILDREN_FILES = os.path.exists(f"/proc/self/task/{os.getpid()}/children")  # CONFIG_PROC_CHILDREN
+
+
 @dataclass
 class ProcessTable:
     """Every process on the machine from one pass over /proc/*/stat: the tree to walk."""
@@ -101,6 +104,35 @@ class ProcessTable:
                 continue  # exited between listdir and read
             table.stats[stat.pid] = stat
             table.children.setdefault(stat.ppid, []).append(stat.pid)
+        return table
+
+    @classmethod
+    def scan_from(cls, roots: list) -> ProcessTable:
+        """Only ``roots`` and their descendants, found through /proc/<pid>/task/<tid>/children:
+        a job's refresh costs its own size, not the machine's (thousands of processes on a busy
+        host). Falls back to a full scan where the kernel has no children files."""
+        if not CHILDREN_FILES:
+            return cls.scan()
+        table = cls(uptime_s=procfs.read_uptime_s())
+        todo, seen = list(roots), set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                table.stats[pid] = procfs.read_stat(pid)
+                tids = os.listdir(f"{procfs.PROC}/{pid}/task")
+            except (OSError, ValueError, IndexError):
+                continue
+            for tid in tids:  # a child belongs to the thread that forked it
+                try:
+                    with open(f"{procfs.PROC}/{pid}/task/{tid}/children") as children:
+                        todo.extend(int(child) for child in children.read().split())
+                except (OSError, ValueError):
+                    continue
+        for pid, stat in table.stats.items():
+            table.children.setdefault(stat.ppid, []).append(pid)
         return table
 
     def descendants(self, pid: int) -> list:
@@ -278,7 +310,7 @@ class Discovery:
 
     def refresh(self, tree: JobTree) -> JobTree:
         """Walk the job again: workers come and go, ranks may restart."""
-        self.table = ProcessTable.scan()
+        self.table = ProcessTable.scan_from([tree.root_pid, *tree.members])
         if tree.root_pid in self.table.stats:
             return self.walk(tree.root_pid, tree.requested_pid, known=tree)
         # The root is gone; follow the trainers it left behind (reparented to init or a subreaper).
