@@ -27,6 +27,8 @@ def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
 
 def count_samples(batch: Any) -> int:
     """Samples in a batch: the first dimension of its first tensor (1 when it holds none)."""
+    if isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor) and batch[0].dim():
+        return batch[0].shape[0]  # the common (inputs, targets) batch, fast
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0]) if batch.dim() else 1
     values = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (list, tuple)) else ()

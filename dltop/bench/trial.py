@@ -42,13 +42,20 @@ def run_trial(workload: Workload, config: LoaderConfig, batch_size: int, step: S
         first_batch_s = time.perf_counter() - began
         step(batch)
         watch.start()
-        _run_for(epochs, step, timing.warmup_s)
+        # the queue is full after the first batch: drain it (2 x workers x prefetch batches at least)
+        # before measuring, or a many-worker config is credited with batches made during start-up
+        in_flight = config.num_workers * (config.prefetch_factor or 2)
+        warm = _run_for(epochs, step, timing.warmup_s)
+        while warm.batches < 2 * in_flight:
+            warm.batches += _run_for(epochs, step, timing.warmup_s / 4).batches
         rates, waited, spent, batches = [], 0.0, 0.0, 0
         for _ in range(timing.chunks):
             chunk = _run_for(epochs, step, timing.chunk_s)
             rates.append(chunk.samples / chunk.elapsed_s)
             waited, spent, batches = waited + chunk.waited_s, spent + chunk.elapsed_s, batches + chunk.batches
-            watch.read_uss()
+        # after the chunks, never between them: workers keep producing while the main thread reads,
+        # and batches made outside a chunk but consumed inside it would inflate the next one
+        watch.read_uss()
         epoch_start_s = epochs.restart_time()
     finally:
         epochs.close()
@@ -81,18 +88,20 @@ class _Chunk:
 
 def _run_for(epochs: Iterator, step: Step, seconds: float) -> _Chunk:
     """Train on batches for about ``seconds``: the time inside next() is the data wait."""
-    chunk = _Chunk()
-    began = now = time.perf_counter()
-    while now - began < seconds:
+    clock = time.perf_counter
+    samples = batches = 0
+    waited = 0.0
+    began = now = clock()
+    end = began + seconds
+    while now < end:  # locals only: the harness must cost next to nothing per batch
         batch = next(epochs)
-        fetched = time.perf_counter()
-        chunk.waited_s += fetched - now
+        fetched = clock()
+        waited += fetched - now
         step(batch)
-        chunk.samples += count_samples(batch)
-        chunk.batches += 1
-        now = time.perf_counter()
-    chunk.elapsed_s = now - began
-    return chunk
+        samples += count_samples(batch)
+        batches += 1
+        now = clock()
+    return _Chunk(samples, batches, waited, now - began)
 
 
 class _Epochs:
@@ -140,7 +149,7 @@ class _Epochs:
 
 class MemoryWatch:
     """Peak memory of the bench process and its workers, /dev/shm use and GPU busy share, read
-    by a thread every RSS_EVERY_S (USS, a page-table walk, only once per chunk)."""
+    by a thread every RSS_EVERY_S (USS, a page-table walk, once after the measured chunks)."""
 
     def __init__(self, gpu_util: Optional[Callable[[], Optional[float]]] = None) -> None:
         self.me = psutil.Process()
