@@ -1,4 +1,4 @@
-"""Command line: ``dltop snapshot``, ``dltop jobs``, ``dltop demo``.
+"""Command line: ``dltop [--pid P]`` (the TUI), ``snapshot``, ``dump``, ``jobs``, ``demo``, ``bench``.
 
 Bad input ends with one line on stderr and exit code 2, never a traceback.
 """
@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from typing import Optional
 
 from dltop import __version__
+from dltop.demo.scenarios import DEFAULT_SCENARIO, SCENARIOS
 from dltop.errors import DltopError
 
 EXIT_USAGE = 2
@@ -29,6 +31,9 @@ def _positive(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dltop", description="htop for PyTorch DataLoaders.")
     parser.add_argument("--version", action="version", version=f"dltop {__version__}")
+    parser.add_argument("--pid", type=int, help="watch this job live (the trainer, a worker or its launcher)")
+    parser.add_argument("--interval", type=_positive, default=1.0, help="seconds between refreshes (default 1)")
+    _stack_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     snap = commands.add_parser("snapshot", help="watch a job for a while and print one report")
@@ -53,8 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(bench)
 
     demo = commands.add_parser("demo", help="start a bundled demo training job and watch it live")
+    demo.add_argument("--scenario", choices=sorted(SCENARIOS), default=DEFAULT_SCENARIO,
+                      help="the problem the demo job has (default input-bound)")  # fmt: skip
     demo.add_argument("--interval", type=_positive, default=1.0, help="seconds between refreshes (default 1)")
-    demo.add_argument("--duration", type=_positive, help="stop after this many seconds (default: Ctrl-C)")
+    _stack_options(demo)
     return parser
 
 
@@ -127,15 +134,45 @@ def run_jobs(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from dltop.demo.run import run_demo as run
-    from dltop.text_report import render
+    from dltop.demo.run import attach_when_ready, start_demo_job, stop_demo_job
+    from dltop.tui.app import DltopApp
+    from dltop.tui.source import LiveSource
 
-    clear = "\033[H\033[2J" if sys.stdout.isatty() else ""
+    _need_terminal()
+    print(f"dltop demo: starting the bundled training job ({args.scenario})…", file=sys.stderr, flush=True)
+    job = start_demo_job(args.scenario)
+    try:
+        source = LiveSource(attach_when_ready(job, args.hang_after), args.hang_after)
+        DltopApp(lambda: source, interval=args.interval).run()
+    finally:
+        stop_demo_job(job)
+    return 0
 
-    def show(snapshot) -> None:
-        print(f"{clear}{render(snapshot)}\n\n(dltop demo: Ctrl-C stops the demo job and its workers)", flush=True)
 
-    return run(args.interval, args.duration, show)
+def _need_terminal() -> None:
+    if not (os.isatty(0) and os.isatty(2)):  # Textual reads stdin and draws on stderr
+        raise DltopError("the live view needs a terminal; without one use `dltop snapshot --pid P` or `dltop jobs`")
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    from dltop.tui.app import DltopApp
+    from dltop.tui.source import open_live
+
+    if args.pid is None:
+        _need_terminal()
+        app = DltopApp(lambda pid: open_live(pid, args.hang_after, not args.no_stacks), args.interval, pick=True)
+    else:
+        source = open_live(args.pid, args.hang_after, not args.no_stacks)  # a bad pid fails here, in one line
+        try:
+            _need_terminal()
+        except DltopError:
+            source.close()
+            raise
+        app = DltopApp(lambda: source, interval=args.interval)
+    app.run()
+    if app.error:
+        raise DltopError(app.error)
+    return 0
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -148,11 +185,8 @@ def main(argv: Optional[list] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"snapshot": run_snapshot, "dump": run_dump, "jobs": run_jobs, "demo": run_demo, "bench": run_bench}
-    if args.command is None:
-        parser.print_help()
-        return EXIT_USAGE
     try:
-        return handlers[args.command](args)
+        return handlers[args.command](args) if args.command else run_tui(args)
     except DltopError as error:
         print(f"dltop: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -220,3 +220,40 @@ def _clean(value: Any) -> Any:
     if isinstance(value, list):
         return [_clean(v) for v in value]
     return value
+
+
+# (class, field) -> the dataclass its dict (or each dict of its list) holds
+_NESTED: dict = {
+    ("Snapshot", "job"): JobInfo,
+    ("Snapshot", "system"): SystemSample,
+    ("Snapshot", "processes"): ProcessSample,
+    ("Snapshot", "loaders"): LoaderSample,
+    ("Snapshot", "gpus"): GpuSample,
+    ("Snapshot", "disks"): DiskSample,
+    ("Snapshot", "findings"): Finding,
+    ("ProcessSample", "stack"): Frame,
+    ("LoaderSample", "workers_exited"): ExitedWorker,
+    ("LoaderSample", "trainer_time"): TrainerTime,
+    ("ExitedWorker", "last_stack"): Frame,
+    ("GpuSample", "processes"): GpuProcess,
+}
+
+
+def snapshot_from_dict(data: dict) -> Snapshot:
+    """A Snapshot back from its JSON form (recorded snapshots for tests and screenshots); keys
+    this version does not know are ignored, missing ones take their defaults."""
+    return _build(Snapshot, data)
+
+
+def _build(cls: type, data: dict) -> Any:
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value, nested = data[f.name], _NESTED.get((cls.__name__, f.name))
+        if nested is not None and isinstance(value, list):
+            value = [_build(nested, v) for v in value]
+        elif nested is not None and isinstance(value, dict):
+            value = _build(nested, value)
+        values[f.name] = value
+    return cls(**values)

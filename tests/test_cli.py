@@ -182,7 +182,9 @@ def test_missing_py_spy_is_a_finding_not_a_crash(start_job):
 
 def test_bad_arguments_exit_2():
     assert run_dltop("snapshot", "--pid", "1", "--duration", "0").returncode == 2
-    assert run_dltop().returncode == 2
+    assert run_dltop("--interval", "0").returncode == 2
+    # without --pid the live view opens a job picker, which needs a terminal: one line, not a hang
+    assert_one_line_error(run_dltop(), "needs a terminal")
 
 
 def test_core_imports_neither_torch_nor_textual():

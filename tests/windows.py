@@ -40,7 +40,9 @@ def bound_window(wait, workers=2, cpu=90.0, activity="fetching", cpus_allowed=8.
     gpus = [] if gpu_util is None else [GpuSample(0, "H200", gpu_util, 1, 2, None, None, None, None,
                                                   [GpuProcess(1, GiB, None)])]  # fmt: skip
     job = JobInfo(1, 1, "python train.py", "running", "fork", [1])
-    snap = Snapshot("t", 1.0, job, system, procs, [ld], gpus, "ok" if gpus else "no-nvml", [disk])
+    snap = Snapshot(
+        "2026-01-01T00:00:10+00:00", 1.0, job, system, procs, [ld], gpus, "ok" if gpus else "no-nvml", [disk]
+    )
     return [snap] * ticks
 
 

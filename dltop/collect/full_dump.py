@@ -8,6 +8,7 @@ Unlike the periodic non-blocking samples, this pauses each process while py-spy 
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from dltop.collect import ptrace
 from dltop.collect.procs import Discovery
@@ -19,12 +20,15 @@ DUMP_TIMEOUT_S = 20.0
 SCHEMA = "dltop.dump/1"
 
 
-def dump_job(pid: int) -> dict:
+def dump_job(pid: int, only: Optional[int] = None) -> dict:
+    """Every trainer and worker of the job ``pid`` belongs to, or just the process ``only``."""
     tree = Discovery().resolve(pid)
     py_spy = find_py_spy()
     if py_spy is None:
         raise DltopError("py-spy not found: install it (`pip install py-spy`) or point DLTOP_PY_SPY at it")
     members = sorted((m for m in tree.members.values() if m.role in ("trainer", "worker")), key=lambda m: m.pid)
+    if only is not None:
+        members = [m for m in tree.members.values() if m.pid == only]
     runs = [(m, PySpyRun(dump_command(py_spy, m.pid, full=True), DUMP_TIMEOUT_S)) for m in members]
     processes = []
     for member, run in runs:

@@ -1,0 +1,186 @@
+"""DltopApp: the main screen (header, GPU and system panels, workers table, findings) fed by a
+Source from a worker thread, so the UI never waits on /proc or py-spy."""
+
+from __future__ import annotations
+
+import threading
+import time
+from functools import partial
+from typing import Callable, Iterable, Optional
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Footer
+
+from dltop.model import Snapshot
+from dltop.tui import view
+from dltop.tui.screens import BenchScreen, HelpScreen, PickerScreen, StackScreen
+from dltop.tui.widgets import FindingsPanel, GpuPanel, JobHeader, SystemPanel, WorkersTable
+
+CSS = """
+JobHeader { height: 2; padding: 0 1; }
+#panels { height: auto; max-height: 8; }
+GpuPanel, SystemPanel { width: 1fr; height: auto; border: round $primary-darken-2; padding: 0 1; }
+WorkersTable { height: 1fr; }
+FindingsPanel { height: auto; max-height: 35%; border: round $primary-darken-2; }
+"""
+
+
+class DltopApp(App):
+    """``source_factory`` opens the Source (it may block: it runs on a thread); with ``pick`` the
+    app starts on the job picker and calls ``source_factory(pid)`` with the chosen pid."""
+
+    CSS = CSS
+    TITLE = "dltop"
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("p", "pause", "pause"),
+        Binding("s,enter", "stack", "stack"),
+        Binding("o", "sort", "sort"),
+        Binding("b", "bench", "bench fix"),
+        Binding("question_mark", "help", "help"),
+        Binding("j", "cursor_down", show=False),
+        Binding("k", "cursor_up", show=False),
+    ]
+
+    def __init__(self, source_factory: Callable, interval: float = 1.0, pick: bool = False,
+                 on_exit: Optional[Callable] = None) -> None:  # fmt: skip
+        super().__init__()
+        self.source_factory, self.interval, self.pick, self.on_exit = source_factory, interval, pick, on_exit
+        self.source = None
+        self.snapshot: Optional[Snapshot] = None
+        self.paused = False
+        self.error: Optional[str] = None
+        self.refresh_ms: list = []  # UI time per refresh, for the figures
+        self._stop = threading.Event()
+
+    def compose(self) -> ComposeResult:
+        yield JobHeader("attaching…")
+        with Horizontal(id="panels"):
+            yield GpuPanel()
+            yield SystemPanel()
+        yield WorkersTable()
+        yield FindingsPanel()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.pick:
+            self.push_screen(PickerScreen(), self._picked)
+        else:
+            self._collect(None)
+
+    def _picked(self, pid: Optional[int]) -> None:
+        if pid is not None:
+            self._collect(pid)
+
+    @work(thread=True, exclusive=True, group="collect")
+    def _collect(self, pid: Optional[int]) -> None:
+        from dltop.errors import DltopError
+
+        try:
+            self.source = self.source_factory(pid) if self.pick else self.source_factory()
+        except DltopError as err:
+            self.call_from_thread(self._fail, str(err))
+            return
+        while not self._stop.is_set():
+            began = time.monotonic()
+            snap = self.source.next()
+            self.call_from_thread(self.show, snap)
+            if snap.job.state == "exited":
+                return
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
+
+    def _fail(self, message: str) -> None:
+        self.error = message
+        self.exit(return_code=2, message=message)
+
+    def show(self, snap: Snapshot) -> None:
+        first = self.snapshot is None
+        exited_now = snap.job.state == "exited" and (first or self.snapshot.job.state != "exited")
+        self.snapshot = snap
+        if self.paused:
+            return
+        began = time.perf_counter()
+        self.query_one(JobHeader).show(snap, self.paused)
+        self.query_one(GpuPanel).show(snap)
+        self.query_one(SystemPanel).show(snap)
+        self.query_one(WorkersTable).show(snap)
+        self.query_one(FindingsPanel).show(snap)
+        if isinstance(self.screen, StackScreen):
+            self.screen.show(snap)
+        self.refresh_ms.append((time.perf_counter() - began) * 1000)
+        self.sub_title = f"{view.badge(snap).text.lower()} · {snap.taken_at}"
+        if first:
+            self.query_one(WorkersTable).focus()
+        if exited_now:
+            self.notify("The job exited; this is its last view. q quits.", severity="warning", timeout=30)
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if self.snapshot is not None:
+            self.query_one(JobHeader).show(self.snapshot, self.paused)
+            if not self.paused:
+                self.show(self.snapshot)
+
+    def action_stack(self) -> None:
+        pid = self.query_one(WorkersTable).selected_pid()
+        if pid is None or self.snapshot is None:
+            return
+        if self.source is not None:
+            self.source.watch(pid)
+        screen = StackScreen(pid)
+        self.push_screen(screen, lambda _: self.source and self.source.watch(None))
+        self.call_after_refresh(screen.show, self.snapshot)
+
+    def action_sort(self) -> None:
+        table = self.query_one(WorkersTable)
+        self._sort(view.SORTS[(view.SORTS.index(table.sort_by) + 1) % len(view.SORTS)])
+        self.notify(f"sorted by {table.sort_by}", timeout=2)
+
+    def action_bench(self) -> None:
+        panel = self.query_one(FindingsPanel)
+        finding = panel.selected()
+        if finding is None or not finding.bench_args:
+            finding = next((f for f in panel.findings if f.bench_args), None)
+        if finding is None:
+            self.notify("No finding with a suggestion to bench right now.", timeout=4)
+            return
+        self.push_screen(BenchScreen(finding))
+
+    def get_system_commands(self, screen) -> Iterable[SystemCommand]:
+        """The command palette (ctrl+p): Textual's commands and dltop's."""
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Stack", "the selected process's newest stack", self.action_stack)
+        yield SystemCommand("Bench the fix", "dltop bench on the selected finding's suggestion", self.action_bench)
+        yield SystemCommand("Pause / resume", "freeze the display (collection goes on)", self.action_pause)
+        for order in view.SORTS:
+            yield SystemCommand(f"Sort by {order}", f"order the process table by {order}", partial(self._sort, order))
+
+    def _sort(self, order: str) -> None:
+        table = self.query_one(WorkersTable)
+        table.sort_by = order
+        if self.snapshot is not None:
+            table.show(self.snapshot)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_cursor_down(self) -> None:
+        self.query_one(WorkersTable).action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.query_one(WorkersTable).action_cursor_up()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+        for screen in self.screen_stack:
+            if isinstance(screen, BenchScreen):
+                screen.stop()
+        if self.source is not None:
+            self.source.close()
+        if self.on_exit is not None:
+            self.on_exit()

@@ -1,0 +1,205 @@
+"""Screens over the main view: a process's stack, help, the job picker, a bench run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Log, Static
+
+from dltop.model import Snapshot
+from dltop.tui import view
+from dltop.units import human_bytes, percent
+
+KIND_STYLE = {"user": "bold", "library": "", "torch": "dim", "stdlib": "dim"}
+
+
+class StackScreen(Screen):
+    """The newest stack of one process, user frames marked; ``d`` takes a full dump with locals."""
+
+    BINDINGS = [
+        Binding("escape,s", "app.pop_screen", "back"),
+        Binding("d", "full_dump", "full dump (pauses it)"),
+    ]
+
+    def __init__(self, pid: int) -> None:
+        super().__init__()
+        self.pid = pid
+        self.dumped = False
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="stack")
+            yield Static(id="dump")
+        yield Footer()
+
+    def show(self, snap: Snapshot) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one("#stack", Static).update(stack_text(snap, self.pid))
+
+    def action_full_dump(self) -> None:
+        self.notify(f"Pausing pid {self.pid} for a few milliseconds while py-spy reads it with locals")
+        self.query_one("#dump", Static).update(Text("taking a full dump…", style="dim"))
+        self._dump()
+
+    @work(thread=True, exclusive=True)
+    def _dump(self) -> None:
+        from dltop.collect.full_dump import dump_job, render_dump
+        from dltop.errors import DltopError
+
+        try:
+            text = render_dump(dump_job(self.pid, only=self.pid))
+        except DltopError as err:
+            text = f"no dump: {err}"
+        self.app.call_from_thread(self.query_one("#dump", Static).update, Text(text))
+
+
+def stack_text(snap: Snapshot, pid: int) -> Text:
+    proc = next((p for p in snap.processes if p.pid == pid), None)
+    text = Text()
+    if proc is None:
+        gone = [w for ld in snap.loaders for w in ld.workers_exited if w.pid == pid]
+        if not gone:
+            return Text(f"pid {pid} is no longer part of the job")
+        text.append(f"worker {pid} exited ({gone[-1].cause}); its last stack:\n\n", style="bold")
+        return _frames(text, gone[-1].last_stack)
+    text.append(f"{proc.role} {pid}", style="bold")
+    text.append(f" · {proc.state} · activity {proc.activity} · CPU {percent(proc.cpu_percent)}"
+                f" · USS {human_bytes(proc.uss_bytes)}")  # fmt: skip
+    if proc.stuck_s:
+        text.append(f" · same stack for {view.duration(proc.stuck_s)} without CPU", style="bold red")
+    text.append(f"\nsampled {proc.stack_at or 'not yet'} (non-blocking; py-spy)\n\n", style="dim")
+    if not proc.stack:
+        text.append(f"no stack yet (stacks: {snap.stacks_status})")
+        if snap.stacks_fix:
+            text.append(f"\n{snap.stacks_fix}")
+        return text
+    return _frames(text, proc.stack)
+
+
+def _frames(text: Text, frames) -> Text:
+    for frame in reversed(frames or []):  # innermost first, as tracebacks read
+        mark = "▶ " if frame.kind == "user" else "  "
+        text.append(f"{mark}{frame.function}", style=KIND_STYLE.get(frame.kind, ""))
+        text.append(f"  {frame.file}:{frame.line}\n", style="dim")
+        if frame.code:
+            text.append(f"      {frame.code.strip()}\n", style="italic" if frame.kind == "user" else "dim")
+    return text
+
+
+HELP = """\
+dltop watches a PyTorch training job read-only: its trainers and DataLoader
+workers, what each is doing (py-spy stacks, non-blocking), how long the
+trainer waits for data, and what to change.
+
+Keys
+  up/down j/k  move in the table      enter s  stack of the selected process
+  tab          table <-> findings     d        (stack view) full dump with
+  o            sort: group, CPU,               locals: pauses it briefly
+               memory, read, pid      b        bench the selected finding's
+  p            pause the display               fix on a twin of this job
+  ?            this help              ctrl+p   command palette
+  q            quit (dltop demo also stops its job)
+
+Badge: HEALTHY, INPUT-BOUND (the trainer waits for data), ATTENTION (a
+warning), HUNG (a worker or trainer stuck on one frame), WORKER DIED,
+EXITED (the job ended: its last view stays until you quit).
+
+Columns: CPU% (100 = one core) · USS: memory the process alone holds ·
+FDS: open / limit · READ/s: from storage · ACTIVITY: from the newest stack
+(STUCK: the same stack, no CPU).
+"""
+
+
+class HelpScreen(Screen):
+    BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "back")]
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP)
+        yield Footer()
+
+
+class PickerScreen(Screen):
+    """``dltop`` without --pid: the training jobs on this machine; enter attaches."""
+
+    BINDINGS = [Binding("q,escape", "app.quit", "quit"), Binding("r", "refresh", "refresh")]
+
+    def compose(self) -> ComposeResult:
+        yield Static("Training jobs on this machine (enter: watch · r: refresh · q: quit)", id="title")
+        yield DataTable(cursor_type="row", id="jobs")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#jobs", DataTable)
+        for label in ("PID", "USER", "RANKS", "WORKERS", "GPU MEM", "COMMAND"):
+            table.add_column(label, key=label)
+        self.action_refresh()
+        self.set_interval(3.0, self.action_refresh)
+
+    @work(thread=True, exclusive=True)
+    def action_refresh(self) -> None:
+        from dltop.collect.gpu import GpuSampler
+        from dltop.collect.jobs import list_jobs
+
+        jobs = list_jobs(GpuSampler())
+        self.app.call_from_thread(self._fill, jobs)
+
+    def _fill(self, jobs: list) -> None:
+        table = self.query_one("#jobs", DataTable)
+        table.clear()
+        for job in jobs:
+            table.add_row(str(job.pid), job.user or "?", str(len(job.trainer_pids)), str(job.workers),
+                          human_bytes(job.gpu_mem_bytes), job.cmdline[:200], key=str(job.pid))  # fmt: skip
+        if not jobs:
+            self.query_one("#title", Static).update(
+                "No PyTorch training jobs found on this machine (r: refresh · q: quit). Try `dltop demo`."
+            )
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.dismiss(int(event.row_key.value))
+
+
+class BenchScreen(Screen):
+    """Runs ``dltop bench <finding's bench_args>`` and streams its output."""
+
+    BINDINGS = [Binding("escape", "close", "back (stops the bench)")]
+
+    def __init__(self, finding) -> None:
+        super().__init__()
+        self.finding = finding
+        self.proc = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"Benching: {self.finding.suggestion}\n(a twin of this job, current vs suggested; the job"
+                          " itself is not touched)", style="bold"))  # fmt: skip
+        yield Log(id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._run()
+
+    @work(thread=True, exclusive=True)
+    def _run(self) -> None:
+        command = [sys.executable, "-m", "dltop", "bench", *self.finding.bench_args]
+        log = self.query_one("#log", Log)
+        self.app.call_from_thread(log.write_line, "$ dltop bench " + " ".join(self.finding.bench_args))
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)  # fmt: skip
+        for line in self.proc.stdout:
+            self.app.call_from_thread(log.write_line, line.rstrip())
+        self.proc.wait()
+
+    def action_close(self) -> None:
+        self.stop()
+        self.app.pop_screen()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
