@@ -8,7 +8,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 import psutil
 from torch.utils.data import DataLoader
@@ -86,15 +86,20 @@ class _Chunk:
     elapsed_s: float = 0.0
 
 
-def _run_for(epochs: Iterator, step: Step, seconds: float) -> _Chunk:
+def _run_for(epochs: _Epochs, step: Step, seconds: float) -> _Chunk:
     """Train on batches for about ``seconds``: the time inside next() is the data wait."""
     clock = time.perf_counter
     samples = batches = 0
     waited = 0.0
     began = now = clock()
     end = began + seconds
-    while now < end:  # locals only: the harness must cost next to nothing per batch
-        batch = next(epochs)
+    iterator = epochs.iterator
+    while now < end:  # locals only, the loader's own iterator: the harness must cost next to nothing
+        try:
+            batch = next(iterator)
+        except StopIteration:  # an epoch ended, as in training: the next one starts (in the wait)
+            iterator = epochs.next_epoch()
+            batch = next(iterator)
         fetched = clock()
         waited += fetched - now
         step(batch)
@@ -118,9 +123,12 @@ class _Epochs:
         try:
             return next(self.iterator)
         except StopIteration:
-            self._close_iterator()
-            self.iterator = iter(self.loader)
-            return next(self.iterator)
+            return next(self.next_epoch())
+
+    def next_epoch(self):
+        self._close_iterator()
+        self.iterator = iter(self.loader)
+        return self.iterator
 
     def restart_time(self) -> Optional[float]:
         """Seconds from a new epoch's iter() to its first batch (workers started again, unless persistent)."""

@@ -71,15 +71,26 @@ def harness_overhead(runs: int, batches: int = 3000) -> None:
         step = Step(0.0)
         loader = DataLoader(workload.base["dataset"], batch_size=16, num_workers=0)
         bare, harness = [], []
-        for _ in range(runs):
+
+        def bare_loop() -> float:
             began = time.perf_counter()
             for i, batch in enumerate(loader):
                 step(batch)
                 if i + 1 == batches:
                     break
-            bare.append((time.perf_counter() - began) / batches)
-            chunk = _run_for(_Epochs(loader), step, bare[-1] * batches)
-            harness.append(chunk.elapsed_s / chunk.batches)
+            return (time.perf_counter() - began) / batches
+
+        def harness_loop(seconds: float) -> float:
+            chunk = _run_for(_Epochs(loader), step, seconds)
+            return chunk.elapsed_s / chunk.batches
+
+        for run in range(runs):  # alternate which goes first: warm caches favour the second
+            if run % 2:
+                harness.append(harness_loop(bare[-1] * batches if bare else 0.4))
+                bare.append(bare_loop())
+            else:
+                bare.append(bare_loop())
+                harness.append(harness_loop(bare[-1] * batches))
     ratio = statistics.median(h / b for h, b in zip(harness, bare))
     print(f"harness overhead: {statistics.median(harness) * 1e6:.1f} vs bare {statistics.median(bare) * 1e6:.1f}"
           f" us per batch: ratio {ratio:.3f} (median of {runs})")  # fmt: skip
