@@ -275,3 +275,35 @@ def test_the_gpu_panel_draws_history_and_the_jobs_memory():
             assert view.gpu_util(windows[1]) == 50.0
 
     asyncio.run(run())
+
+
+def test_a_collection_error_keeps_the_last_view_and_says_why():
+    from dltop.tui.app import DltopApp
+
+    class Failing:
+        pid = 1
+
+        def __init__(self):
+            self.calls = 0
+
+        def next(self):
+            self.calls += 1
+            if self.calls > 1:
+                raise OSError("proc vanished")
+            return recorded("healthy")
+
+        def watch(self, pid):
+            pass
+
+        def close(self):
+            pass
+
+    async def run():
+        app = DltopApp(Failing, interval=0.05)
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:
+            await _shown(pilot)
+            await pilot.pause(0.5)
+            assert app.is_running and app.snapshot is not None
+            assert any("proc vanished" in str(n.message) for n in app._notifications)
+
+    asyncio.run(run())

@@ -49,6 +49,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.batch_size < 1 or args.chunks < 1 or args.rounds < 1:
         raise DltopError("--batch-size, --chunks and --rounds must be at least 1")
 
+    # torch warns at import when numpy is missing; the bench does not use numpy
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     from dltop.bench import report
     from dltop.bench.search import Search, compare
     from dltop.bench.step import Step

@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset
 
 from dltop.errors import DltopError
+from dltop.uncached import read_uncached
 
 PRESETS = {
     "synthetic-cpu": {"cpu_ms": 4.0, "sample_kb": 64},
@@ -44,7 +45,7 @@ class SyntheticDataset(Dataset):
 
     def __getitem__(self, index: int):
         if self.files:
-            _read_from_storage(self.files[index % len(self.files)])
+            read_uncached(self.files[index % len(self.files)])
         if self.io_ms:
             time.sleep(self.io_ms / 1000)
         # CPU time, not wall time: under contention a sample still costs cpu_ms of CPU, as decoding does
@@ -52,16 +53,6 @@ class SyntheticDataset(Dataset):
         while time.thread_time() < deadline:
             pass
         return torch.full((self.sample_kb * 256,), float(index)), index
-
-
-def _read_from_storage(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        while os.read(fd, 1 << 20):
-            pass
-    finally:
-        os.close(fd)
 
 
 @dataclass

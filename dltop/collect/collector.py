@@ -79,13 +79,14 @@ class Collector:
         for gone in set(self._coded) - {s.pid for s in samples}:
             del self._coded[gone]
         live = [(s.pid, stats[s.pid].start_ticks, s.role) for s in samples if s.state != "zombie"]
+        schedstats = self.processes.schedstats
         for pid, start_ticks, role in live:
             if role in ("worker", "trainer"):
                 self.exits.watch(pid, start_ticks)
         caught = self.exits.take()
         self._exit_codes.update(caught)
         if self.stacks is not None:
-            self.stacks.update(live)
+            self.stacks.update([(pid, ticks, role, schedstats.get((pid, ticks))) for pid, ticks, role in live])
             samples = [self._with_stack(s) for s in samples]
         by_pid = {s.pid: s for s in samples}
         if tree.root_pid in by_pid and self._job_started_at is None:

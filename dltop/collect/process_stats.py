@@ -27,15 +27,6 @@ def iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="seconds")
 
 
-def _run_queue_wait_s(pid: int) -> Optional[float]:
-    """Seconds the main thread has spent runnable but waiting for a CPU (schedstat): the direct
-    measure of CPU oversubscription, which CPU% alone cannot show once every core is busy."""
-    try:
-        return procfs.read_schedstat(pid)[1] / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _denied_reason(proc: psutil.Process) -> str:
     try:
         owner = proc.username()
@@ -56,12 +47,13 @@ class ProcessSampler:
         self._fd_limits: dict = {}  # (pid, start_ticks) -> (clock when read, soft limit)
         self._fd_kinds_cache: dict = {}  # (pid, start_ticks) -> (clock when read, {kind: count})
         self._users: dict = {}  # (pid, start_ticks) -> user name
+        self.schedstats: dict = {}  # (pid, start_ticks) -> (run ns, run-queue wait ns, timeslices) this tick
 
     def forget_except(self, alive_keys: set) -> None:
         for key in list(self._procs):
             if key not in alive_keys:
                 caches = (self._procs, self._previous, self.memory_read_at, self._memory, self._fd_limits)
-                for cache in (*caches, self._fd_kinds_cache, self._users):
+                for cache in (*caches, self._fd_kinds_cache, self._users, self.schedstats):
                     cache.pop(key, None)
 
     def sample(
@@ -160,7 +152,13 @@ class ProcessSampler:
         if figures.get("fd_limit") and figures.get("num_fds", 0) >= FD_KINDS_FROM * figures["fd_limit"]:
             figures["fd_kinds"] = self._fd_kinds(proc.pid, key, now)
 
-        wait_s = _run_queue_wait_s(proc.pid)
+        # run-queue wait: the direct measure of CPU oversubscription, which CPU% cannot show
+        # once every core is busy; the reading is kept for the stack sampler (one read a tick)
+        try:
+            self.schedstats[key] = procfs.read_schedstat(proc.pid)
+        except (OSError, ValueError, IndexError):
+            self.schedstats.pop(key, None)
+        wait_s = self.schedstats[key][1] / 1e9 if key in self.schedstats else None
         previous = self._previous.get(key)
         self._previous[key] = (now, cpu_s, io, wait_s)
         if previous is None:

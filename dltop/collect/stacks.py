@@ -134,17 +134,18 @@ class StackSampler:
     # -- every tick ------------------------------------------------------------------
 
     def update(self, members: list) -> None:
-        """``members``: [(pid, start_ticks, role)] of the job's live processes now."""
+        """``members``: [(pid, start_ticks, role, schedstat or None)] of the job's live processes
+        now; a schedstat tuple already read this tick is used, else the file is read."""
         now = self._clock()
         elapsed = 0.0 if self._last_update is None else now - self._last_update
         self._last_update = now
-        self._forget_departed({(pid, ticks) for pid, ticks, _ in members})
-        for pid, ticks, role in members:
+        self._forget_departed({(pid, ticks) for pid, ticks, _, _ in members})
+        for pid, ticks, role, schedstat in members:
             proc = self.procs.get(pid)
             if proc is None:
                 proc = self.procs[pid] = ProcessStacks(pid, ticks, role)
             proc.role = role
-            self._read_schedstat(proc, now)
+            self._read_schedstat(proc, now, schedstat)
             self._collect(proc, now)
         if self.py_spy is None or not self._may_try(now):
             return
@@ -216,9 +217,9 @@ class StackSampler:
         while len(self.departed) > 256:
             self.departed.pop(next(iter(self.departed)))
 
-    def _read_schedstat(self, proc: ProcessStacks, now: float) -> None:
+    def _read_schedstat(self, proc: ProcessStacks, now: float, reading: Optional[tuple]) -> None:
         try:
-            run_ns, _, slices = procfs.read_schedstat(proc.pid)
+            run_ns, _, slices = reading or procfs.read_schedstat(proc.pid)
         except (OSError, ValueError):
             return
         if proc.slices is not None and slices == proc.slices:

@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
+from dltop.uncached import read_uncached
+
 # Held by a "log flusher" thread of the trainer while workers fork: a fork child gets the lock
 # locked, with no thread to ever release it (the classic fork-while-locked deadlock).
 _FLUSH_LOCK = threading.Lock()
@@ -68,7 +70,7 @@ class SyntheticDataset(Dataset):
     def __getitem__(self, index: int) -> torch.Tensor:
         if self.read_file and not self._read_done and (not self.read_after or os.path.exists(self.read_after)):
             self._read_done = True
-            _read_uncached(self.read_file)
+            read_uncached(self.read_file)
             Path(f"{self.read_file}.read-by-{os.getpid()}").touch()
         self._served += 1
         if self.hang and self._served > self.hang_at and get_worker_info() and get_worker_info().id == 0:
@@ -104,17 +106,6 @@ def _hold_flush_lock() -> None:
 def _wait_for_peers(seconds: float) -> None:
     """Stands in for a collective that a slow rank holds up (all_reduce, barrier)."""
     threading.Event().wait(seconds)
-
-
-def _read_uncached(path: str) -> None:
-    """Read the whole file from storage, not the page cache, so /proc/<pid>/io counts it."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        while os.read(fd, 1 << 20):
-            pass
-    finally:
-        os.close(fd)
 
 
 def _record(report: str | None, kind: str, **fields: object) -> None:

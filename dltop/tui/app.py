@@ -86,7 +86,14 @@ class DltopApp(App):
             return
         while not self._stop.is_set():
             began = time.monotonic()
-            snap = self.source.next()
+            try:
+                snap = self.source.next()
+            except Exception as err:  # noqa: BLE001 - keep the last view and say why it stopped
+                if not self._stop.is_set():
+                    self.call_from_thread(self.notify, f"collection stopped: {err}", severity="error", timeout=60)
+                return
+            if self._stop.is_set():
+                return  # the app is closing: nothing left to draw on
             self.call_from_thread(self.show, snap)
             if snap.job.state == "exited":
                 return
