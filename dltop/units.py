@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Optional
 
 NA = "n/a"
@@ -36,3 +37,11 @@ def cpu_list(cpus: list) -> str:
             ranges.append(str(start) if start == cpu else f"{start}-{cpu}")
             start = None
     return ",".join(ranges)
+
+
+def signal_name(number: int) -> str:
+    """15 -> 'SIGTERM' (an unknown number stays a number)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

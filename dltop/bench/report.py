@@ -7,7 +7,7 @@ import dataclasses
 import statistics
 from typing import Optional
 
-from dltop.units import human_bytes
+from dltop.units import human_bytes, percent
 
 SCHEMA = "dltop.bench/1"
 BAR_WIDTH = 40
@@ -50,7 +50,7 @@ def table(trials: list, ceiling: Optional[dict]) -> str:
             f"{t.config.label():<52} {t.samples_per_s:>10.1f} {f'{t.low:.0f}-{t.high:.0f}':>15}"
             f" {t.first_batch_s:>6.2f}s {_seconds(t.epoch_start_s):>7} {t.data_wait_percent:>5.0f}%"
             f" {human_bytes(t.workers_peak_rss_bytes):>7} {human_bytes(t.workers_peak_uss_bytes):>7}"
-            f" {human_bytes(t.shm_peak_bytes):>7} {_percent(t.gpu_util_percent):>5}{share}"
+            f" {human_bytes(t.shm_peak_bytes):>7} {percent(t.gpu_util_percent):>5}{share}"
         )
     return "\n".join(lines)
 
@@ -85,7 +85,3 @@ def comparison_text(comparison) -> str:
 
 def _seconds(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.2f}s"
-
-
-def _percent(value: Optional[float]) -> str:
-    return "n/a" if value is None else f"{value:.0f}%"

@@ -13,6 +13,7 @@ from typing import Optional
 from dltop.diagnose.settings import Settings
 from dltop.frames import is_dataloader_machinery, user_frame, waits_on_lock
 from dltop.model import Finding, ProcessSample, Snapshot
+from dltop.units import signal_name
 
 DEADLOCK_FIX = (
     "Do not hold locks or start threads/thread pools in the trainer before the workers fork: create them "
@@ -139,7 +140,7 @@ def _died_finding(gone, latest: Snapshot) -> Finding:
     if code is None:
         how = "exited unexpectedly (torch says; its exit status was not seen)"
     else:
-        how = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        how = f"killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
     hint = SIGNAL_HINTS.get(-code) if code is not None and code < 0 else None
     last = gone.last_stack[-1].where() if gone.last_stack else None
     doing = f" It was last seen {gone.last_activity}" + (f" at {last}." if last else ".")
@@ -158,7 +159,7 @@ def _died_finding(gone, latest: Snapshot) -> Finding:
             "pid": gone.pid,
             "trainer_pid": gone.trainer_pid,
             "exit_code": code,
-            "signal": _signal_name(-code) if code is not None and code < 0 else None,
+            "signal": signal_name(-code) if code is not None and code < 0 else None,
             "gone_at": gone.gone_at,
             "lived_s": gone.seen_for_s,
             "last_activity": gone.last_activity,
@@ -211,13 +212,6 @@ def trainer_stalled(window: list, settings: Settings) -> list:
             )
         )
     return findings
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _seconds_between(a: str, b: str) -> float:

@@ -5,13 +5,12 @@ and each refresh does no more work than the figures need."""
 from __future__ import annotations
 
 import os
-import signal
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Optional
 
 from dltop.model import ExitedWorker, ProcessSample, Snapshot
-from dltop.units import NA, cpu_list, human_bytes, percent
+from dltop.units import NA, cpu_list, human_bytes, percent, signal_name
 
 FAULTS_HUNG = ("worker-hung", "trainer-stalled")
 STILL_S = 5.0  # a stack held this long without CPU is shown with its age
@@ -170,10 +169,7 @@ def _code_text(code: Optional[int]) -> str:
     if code is None:
         return "(code unknown)"
     if code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
+        return signal_name(-code)
     return f"exit {code}"
 
 
