@@ -6,7 +6,6 @@ Bad input ends with one line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -57,6 +56,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(bench)
 
+    from dltop.export.cli import add_arguments as add_exporter_arguments
+    from dltop.record.cli import add_record_arguments, add_replay_arguments
+
+    add_record_arguments(
+        commands.add_parser("record", help="record a job all night, with incident bundles (flight recorder)")
+    )
+    add_replay_arguments(
+        commands.add_parser("replay", help="replay a recording in the TUI, or print a moment or its timeline")
+    )
+    add_exporter_arguments(
+        commands.add_parser("exporter", help="serve every training job on this node as Prometheus metrics")
+    )
+
     demo = commands.add_parser("demo", help="start a bundled demo training job and watch it live")
     demo.add_argument("--scenario", choices=sorted(SCENARIOS), default=DEFAULT_SCENARIO,
                       help="the problem the demo job has (default input-bound)")  # fmt: skip
@@ -77,32 +89,27 @@ def _stack_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
-    from dltop.collect.collector import Collector
-    from dltop.diagnose import Settings, diagnose
+    from dltop.live import open_loop
     from dltop.text_report import render
-    from dltop.window import summarize
 
-    collector = Collector(args.pid, stacks=not args.no_stacks, hang_after_s=args.hang_after)
+    loop = open_loop(args.pid, args.hang_after, not args.no_stacks, window_ticks=None, judge_every_tick=False)
     interval = min(args.interval, args.duration)
     start = time.monotonic()
-    ticks = [collector.tick()]
     try:
-        while ticks[-1].job.state == "running" and time.monotonic() - start < args.duration - 1e-3:
-            next_at = min(start + len(ticks) * interval, start + args.duration)
+        snap = loop.step()
+        while snap.job.state == "running" and time.monotonic() - start < args.duration - 1e-3:
+            next_at = min(start + len(loop.window) * interval, start + args.duration)
             time.sleep(max(0.0, next_at - time.monotonic()))
-            final = next_at >= start + args.duration - 1e-3
-            if final:
-                collector.settle()  # let py-spy runs under way finish, so the report has their stacks
-            # The report shows the newest USS/PSS: read them all on the final tick.
-            ticks.append(collector.tick(full_memory=final))
-        if ticks[-1].job.state == "exited" and len(ticks) > 1:
+            # the final tick waits for py-spy runs under way and re-reads every USS/PSS
+            snap = loop.step(final=next_at >= start + args.duration - 1e-3)
+        if snap.job.state == "exited" and len(loop.window) > 1:
             time.sleep(EXITED_SETTLE_S)  # the trainer's last words (a worker's death) reach its log as it exits
-            ticks.append(collector.tick())
+            loop.step()
     except KeyboardInterrupt:
         pass  # report what was seen so far
     finally:
-        collector.close()
-    report = dataclasses.replace(summarize(ticks), findings=diagnose(ticks, Settings(hang_after_s=args.hang_after)))
+        loop.close()
+    report = loop.report()
     print(json.dumps(report.to_dict(), indent=2) if args.json else render(report))
     return 0
 
@@ -135,14 +142,14 @@ def run_jobs(args: argparse.Namespace) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     from dltop.demo.run import attach_when_ready, start_demo_job, stop_demo_job
+    from dltop.live import LiveLoop
     from dltop.tui.app import DltopApp
-    from dltop.tui.source import LiveSource
 
     _need_terminal()
     print(f"dltop demo: starting the bundled training job ({args.scenario})…", file=sys.stderr, flush=True)
     job = start_demo_job(args.scenario)
     try:
-        source = LiveSource(attach_when_ready(job, args.hang_after), args.hang_after)
+        source = LiveLoop(attach_when_ready(job, args.hang_after))
         DltopApp(lambda: source, interval=args.interval).run()
     finally:
         stop_demo_job(job)
@@ -155,14 +162,14 @@ def _need_terminal() -> None:
 
 
 def run_tui(args: argparse.Namespace) -> int:
+    from dltop.live import open_loop
     from dltop.tui.app import DltopApp
-    from dltop.tui.source import open_live
 
     if args.pid is None:
         _need_terminal()
-        app = DltopApp(lambda pid: open_live(pid, args.hang_after, not args.no_stacks), args.interval, pick=True)
+        app = DltopApp(lambda pid: open_loop(pid, args.hang_after, not args.no_stacks), args.interval, pick=True)
     else:
-        source = open_live(args.pid, args.hang_after, not args.no_stacks)  # a bad pid fails here, in one line
+        source = open_loop(args.pid, args.hang_after, not args.no_stacks)  # a bad pid fails here, in one line
         try:
             _need_terminal()
         except DltopError:
@@ -181,10 +188,37 @@ def run_bench(args: argparse.Namespace) -> int:
     return bench(args)
 
 
+def run_record(args: argparse.Namespace) -> int:
+    from dltop.record.cli import run_record as record
+
+    return record(args)
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from dltop.record.cli import run_replay as replay
+
+    return replay(args)
+
+
+def run_exporter(args: argparse.Namespace) -> int:
+    from dltop.export.cli import run_exporter as exporter
+
+    return exporter(args)
+
+
 def main(argv: Optional[list] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"snapshot": run_snapshot, "dump": run_dump, "jobs": run_jobs, "demo": run_demo, "bench": run_bench}
+    handlers = {
+        "snapshot": run_snapshot,
+        "dump": run_dump,
+        "jobs": run_jobs,
+        "demo": run_demo,
+        "bench": run_bench,
+        "record": run_record,
+        "replay": run_replay,
+        "exporter": run_exporter,
+    }
     try:
         return handlers[args.command](args) if args.command else run_tui(args)
     except DltopError as error:

@@ -30,6 +30,20 @@ class Frame:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a trainer runs in a fleet, read from outside the job: torchrun's environment
+    (RANK, LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID) and, in a Kubernetes pod, its cgroup."""
+
+    rank: Optional[int] = None
+    local_rank: Optional[int] = None
+    world_size: Optional[int] = None
+    run_id: Optional[str] = None
+    namespace: Optional[str] = None
+    pod: Optional[str] = None
+    container: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class ProcessSample:
     """One process of the job at one tick."""
 
@@ -57,6 +71,7 @@ class ProcessSample:
     exit_code: Optional[int] = None  # zombies only: >= 0 exit status, < 0 killed by that signal
     rank: Optional[int] = None
     user: Optional[str] = None
+    placement: Optional[Placement] = None  # trainers: rank, world size, run id, pod
     # idle | fetching | collating | starting | waiting-for-data | starting-workers | running | stuck | unknown
     activity: str = "unknown"
     stack: Optional[list] = None  # Frame of the main thread, innermost last
@@ -161,6 +176,7 @@ class GpuSample:
     power_w: Optional[float]
     temperature_c: Optional[float]
     processes: list = field(default_factory=list)  # GpuProcess of this job only
+    uuid: Optional[str] = None  # NVML's "GPU-..." id (dcgm-exporter's UUID label)
 
 
 @dataclass(frozen=True)
@@ -188,6 +204,19 @@ class Finding:
     evidence: dict
     suggestion: str
     bench_args: Optional[list] = None
+    # the id of the finding that explains this one (a hung worker explains the trainer's wait): a
+    # consequence is shown under its cause, and its own suggestion is not the fix
+    explained_by: Optional[str] = None
+    impact: float = 0.0  # share (0..1) of the trainer's time it costs, where known: orders findings
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A judgement the window is still too short for: what the rule needs, and how long yet."""
+
+    id: str  # the finding id it could raise
+    needs: str  # what it is waiting for, in words
+    ready_in_s: Optional[float] = None  # seconds of watching still needed, when it can tell
 
 
 @dataclass(frozen=True)
@@ -204,6 +233,7 @@ class Snapshot:
     findings: list = field(default_factory=list)  # Finding
     stacks_status: str = "off"  # ok | off | no-py-spy | denied | error: <reason>
     stacks_fix: Optional[str] = None  # how to make stacks available, when they are not
+    pending: list = field(default_factory=list)  # Pending: what the window cannot judge yet
     schema: str = SCHEMA
 
     def to_dict(self) -> dict:
@@ -231,6 +261,8 @@ _NESTED: dict = {
     ("Snapshot", "gpus"): GpuSample,
     ("Snapshot", "disks"): DiskSample,
     ("Snapshot", "findings"): Finding,
+    ("Snapshot", "pending"): Pending,
+    ("ProcessSample", "placement"): Placement,
     ("ProcessSample", "stack"): Frame,
     ("LoaderSample", "workers_exited"): ExitedWorker,
     ("LoaderSample", "trainer_time"): TrainerTime,

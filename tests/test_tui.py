@@ -35,10 +35,10 @@ def recorded_app(name: str):
 
 
 def live_app(pid: int, **kwargs):
+    from dltop.live import open_loop
     from dltop.tui.app import DltopApp
-    from dltop.tui.source import open_live
 
-    source = open_live(pid, kwargs.pop("hang_after_s", 20.0))
+    source = open_loop(pid, kwargs.pop("hang_after_s", 20.0))
     return DltopApp(lambda: source, interval=0.5, **kwargs)
 
 
@@ -122,15 +122,15 @@ def test_the_job_exiting_keeps_the_last_view(start_job):
 def test_the_picker_lists_a_running_job_and_attaches(start_job):
     from textual.widgets import DataTable
 
+    from dltop.live import open_loop
     from dltop.tui.app import DltopApp
     from dltop.tui.screens import PickerScreen
-    from dltop.tui.source import open_live
 
     job = start_job("--workers", "1", "--persistent", "--step-ms", "20")
     worker = set(job.wait_workers(1))
 
     async def run():
-        app = DltopApp(lambda pid: open_live(pid), interval=0.5, pick=True)
+        app = DltopApp(lambda pid: open_loop(pid), interval=0.5, pick=True)
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: isinstance(app.screen, PickerScreen), 10, "the picker")
             jobs = app.screen.query_one("#jobs", DataTable)
@@ -286,7 +286,7 @@ def test_a_collection_error_keeps_the_last_view_and_says_why():
         def __init__(self):
             self.calls = 0
 
-        def next(self):
+        def step(self):
             self.calls += 1
             if self.calls > 1:
                 raise OSError("proc vanished")

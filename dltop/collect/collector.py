@@ -11,6 +11,7 @@ from dltop.collect.exits import ExitWatcher
 from dltop.collect.gpu import GpuSampler
 from dltop.collect.lifecycle import WorkerLifecycle
 from dltop.collect.loaders import loader_key, split_loaders
+from dltop.collect.placement import PlacementReader
 from dltop.collect.process_stats import ProcessSampler, iso
 from dltop.collect.procfs import thread_names
 from dltop.collect.procs import PIN_THREAD_COMMS, Discovery, JobTree
@@ -59,6 +60,7 @@ class Collector:
         self._coded: dict = {}  # pid -> (stack, the stack with source lines)
         self._pin_cache: dict = {}  # trainer pid -> (clock, pin_memory)
         self.processes = ProcessSampler(clock, wall)
+        self.placements = PlacementReader()
         self.system = SystemSampler()
         self.disks = DiskSampler(clock)
         self.gpu = gpu if gpu is not None else GpuSampler()
@@ -75,7 +77,9 @@ class Collector:
         stats = self.discovery.table.stats
 
         samples = self._sample_processes(tree, stats, full_memory)
-        self.processes.forget_except({(s.pid, stats[s.pid].start_ticks) for s in samples})
+        alive = {(s.pid, stats[s.pid].start_ticks) for s in samples}
+        self.processes.forget_except(alive)
+        self.placements.forget_except(alive)
         for gone in set(self._coded) - {s.pid for s in samples}:
             del self._coded[gone]
         live = [(s.pid, stats[s.pid].start_ticks, s.role) for s in samples if s.state != "zombie"]
@@ -200,8 +204,13 @@ class Collector:
             # (this thread's CPU: the TUI's drawing runs in the same process)
             read_memory = full_memory or spent == 0.0 or spent + self._memory_read_s <= self.memory_budget_s
             started = time.thread_time()
+            placement = (
+                self.placements.read(pid, stats[pid].start_ticks, self.discovery.rank_env(pid))
+                if member.role == "trainer"
+                else None
+            )
             sample = self.processes.sample(
-                member, stats[pid], " ".join(self.discovery.cmdline(pid)), self.discovery.rank(pid), read_memory
+                member, stats[pid], " ".join(self.discovery.cmdline(pid)), placement, read_memory
             )
             if read_memory:
                 self._memory_read_s = time.thread_time() - started

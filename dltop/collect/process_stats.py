@@ -16,7 +16,7 @@ import psutil
 
 from dltop.collect import procfs
 from dltop.collect.procs import Member
-from dltop.model import ProcessSample
+from dltop.model import Placement, ProcessSample
 
 FD_LIMIT_TTL_S = 10.0
 FD_KINDS_FROM = 0.5  # share of the fd limit above which dltop looks at what the fds are
@@ -57,7 +57,12 @@ class ProcessSampler:
                     cache.pop(key, None)
 
     def sample(
-        self, member: Member, stat: procfs.Stat, cmdline: str, rank: Optional[int], read_memory: bool = True
+        self,
+        member: Member,
+        stat: procfs.Stat,
+        cmdline: str,
+        placement: Optional[Placement],
+        read_memory: bool = True,
     ) -> Optional[ProcessSample]:
         """Figures of one process now; None if it vanished while we read it.
 
@@ -72,7 +77,8 @@ class ProcessSampler:
             trainer_pid=member.trainer_pid,
             name=stat.comm,
             cmdline=cmdline,
-            rank=rank,
+            rank=placement.rank if placement else None,
+            placement=placement,
         )
         if stat.state == "Z":
             code = procfs.decode_exit_status(stat.exit_status) if stat.exit_status is not None else None

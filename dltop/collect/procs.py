@@ -19,7 +19,7 @@ from dltop.errors import DltopError
 WORKER_COMMS = ("pt_data_worker", "pt_multiprocess")
 PIN_THREAD_COMMS = ("pt_data_pin",)
 NAMED_SINCE = (2, 5)  # torch names worker processes and the pin thread from this version
-RANK_KEYS = ("RANK", "LOCAL_RANK")
+RANK_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")  # collect/placement.py
 
 LAUNCHER_PROGRAMS = ("torchrun", "deepspeed", "accelerate")
 LAUNCHER_MODULES = (
@@ -183,6 +183,12 @@ class Discovery:
         self.table = ProcessTable()
 
     # -- facts about one process (cached) --------------------------------------------
+
+    def forget_except(self, pids: set) -> None:
+        """Drop what is cached about processes that are gone (a long-running watcher)."""
+        for cache in (self._cmdlines, self._torch, self._ranks):
+            for key in [k for k in cache if k[0] not in pids]:
+                del cache[key]
 
     def _key(self, pid: int) -> tuple:
         stat = self.table.stats.get(pid)
@@ -433,32 +439,37 @@ def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def find_jobs(gpu_pids: Iterable[int] = ()) -> list:
+def find_jobs(gpu_pids: Iterable[int] = (), discovery: Optional[Discovery] = None, skip: Iterable[int] = ()) -> list:
     """Every training job on this machine: trees holding DataLoader workers, torch or a GPU.
 
-    Used by ``dltop jobs`` and the TUI's picker. ``gpu_pids`` are local pids NVML says hold a GPU.
+    Used by ``dltop jobs``, the TUI's picker and the node watcher. ``gpu_pids`` are local pids
+    NVML says hold a GPU; ``skip``: pids of jobs already followed (not walked again). A
+    ``discovery`` kept between calls remembers each process's torch version (its maps are read
+    once per process, not once per scan).
     """
-    discovery = Discovery()
+    discovery = discovery or Discovery()
     table = discovery.table = ProcessTable.scan()
-    me = os.getpid()
+    me, gpu_pids, skip = os.getpid(), set(gpu_pids), set(skip)
     candidates = [
         pid
         for pid, stat in table.stats.items()
         if pid != me
+        and pid not in skip
         and stat.state != "Z"
         and (
             stat.comm.startswith(WORKER_COMMS)
-            or pid in set(gpu_pids)
+            or pid in gpu_pids
             or (is_python(stat.comm, discovery.cmdline(pid)) and discovery.has_torch(pid))
         )
     ]
-    jobs, covered = [], set()
+    jobs, covered = [], set(skip)
     for pid in sorted(candidates):
         if pid in covered:
             continue
         root = discovery.root_of(pid)
         tree = discovery.walk(root, root)
         covered.update(tree.members)
-        if tree.trainer_pids:
+        if tree.trainer_pids and not skip.intersection(tree.members):
             jobs.append(tree)
+    discovery.forget_except(set(table.stats))
     return jobs

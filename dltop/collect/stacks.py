@@ -121,6 +121,9 @@ class StackSampler:
         self.procs: dict = {}  # pid -> ProcessStacks
         self.departed: dict = {}  # pid -> ProcessStacks of workers that went away (their last stack)
         self.requested: set = set()  # pids the user is looking at: dumped every tick
+        # this job's part of the budgets: a node watcher following several jobs splits one
+        # live view's budget between them
+        self.share = 1.0
         self._tokens = self._urgent_tokens = float(DUMP_BURST)
         self._last_update: Optional[float] = None
         self._failures = 0
@@ -149,8 +152,8 @@ class StackSampler:
             self._collect(proc, now)
         if self.py_spy is None or not self._may_try(now):
             return
-        self._tokens = min(float(DUMP_BURST), self._tokens + elapsed * self.dumps_per_s)
-        self._urgent_tokens = min(float(DUMP_BURST), self._urgent_tokens + elapsed * URGENT_DUMPS_PER_S)
+        self._tokens = min(float(DUMP_BURST), self._tokens + elapsed * self.dumps_per_s * self.share)
+        self._urgent_tokens = min(float(DUMP_BURST), self._urgent_tokens + elapsed * URGENT_DUMPS_PER_S * self.share)
         self._start_records(now)
         self._start_dumps(now)
 
@@ -332,7 +335,7 @@ class StackSampler:
             if proc.run is None:
                 seconds = min(RECORD_WINDOW_MAX_S, 1 + proc.windows_done)
                 cycled = RECORD_RATES[proc.windows_done % len(RECORD_RATES)]
-                share = RECORD_CPU_SHARE / len(trainers) - RECORD_STARTUP_S / seconds
+                share = RECORD_CPU_SHARE * self.share / len(trainers) - RECORD_STARTUP_S / seconds
                 affordable = share / proc.sample_cost_s if proc.sample_cost_s else cycled
                 rate = int(max(MIN_RECORD_RATE, min(cycled, affordable)))
                 output = os.path.join(self._tmp, f"record-{proc.pid}-{proc.windows_done}.txt")

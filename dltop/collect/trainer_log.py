@@ -64,6 +64,18 @@ class TrainerLogs:
             codes.update(self._parsed[fd][1])
         return codes
 
+    def tail(self, pid: int, max_bytes: int = TAIL_BYTES) -> str:
+        """The last ``max_bytes`` of the trainer's log (stdout and stderr files), "" when its output
+        is not a file dltop may read; for incident bundles."""
+        parts = []
+        for fd in self._fds.get(pid, ()):
+            try:
+                size = os.fstat(fd).st_size
+                parts.append(os.pread(fd, max_bytes, max(0, size - max_bytes)).decode(errors="replace"))
+            except OSError:
+                continue
+        return "\n".join(parts)
+
     def close(self) -> None:
         for fds in self._fds.values():
             for fd in fds:

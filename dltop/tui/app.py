@@ -87,7 +87,7 @@ class DltopApp(App):
         while not self._stop.is_set():
             began = time.monotonic()
             try:
-                snap = self.source.next()
+                snap = self.source.step()
             except Exception as err:  # noqa: BLE001 - keep the last view and say why it stopped
                 if not self._stop.is_set():
                     self.call_from_thread(self.notify, f"collection stopped: {err}", severity="error", timeout=60)

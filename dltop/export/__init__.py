@@ -1,0 +1,1 @@
+"""``dltop exporter``: every training job on this node as Prometheus metrics."""

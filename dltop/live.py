@@ -1,0 +1,98 @@
+"""One job's live loop (DESIGN.md §6): collector ticks, a rolling window, findings decided once.
+
+Every sink reads what this yields: the TUI, ``dltop snapshot``, the recorder and the exporter.
+None of them reads /proc or runs py-spy itself, so watching a job costs the same whichever sinks
+are attached. No textual, no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections import deque
+from typing import Callable, Iterator, Optional
+
+from dltop.diagnose import Settings, diagnose
+from dltop.diagnose.stable import StableFindings
+from dltop.model import Snapshot
+from dltop.window import summarize
+
+WINDOW_TICKS = 120  # ticks a live diagnosis looks back over
+
+
+class LiveLoop:
+    """A collector's ticks, diagnosed over a rolling window, with findings held steady for views.
+
+    ``step`` returns the tick's Snapshot with the findings a live view shows (raised after they
+    held a few seconds, kept a while after they clear: no flicker); ``report`` folds the window
+    into one Snapshot judged as a whole (``dltop snapshot``).
+    """
+
+    def __init__(
+        self,
+        collector,
+        settings: Optional[Settings] = None,
+        window_ticks: Optional[int] = WINDOW_TICKS,
+        clock: Callable[[], float] = time.monotonic,
+        judge_every_tick: bool = True,
+    ) -> None:
+        """``window_ticks`` None keeps every tick (a report over a fixed duration);
+        ``judge_every_tick`` False leaves ticks without findings until ``report``."""
+        self.collector = collector
+        self.judge_every_tick = judge_every_tick
+        self.settings = settings or Settings(hang_after_s=collector.hang_after_s)
+        self.window: deque = deque(maxlen=window_ticks)
+        self._stable = StableFindings()
+        self._clock = clock
+        self.latest: Optional[Snapshot] = None
+
+    @property
+    def pid(self) -> int:
+        return self.collector.tree.root_pid
+
+    def step(self, final: bool = False) -> Snapshot:
+        """One tick. ``final``: let py-spy runs under way finish and re-read every USS first, so a
+        report ending here has the newest stacks and memory."""
+        if final:
+            self.collector.settle()
+        snap = self.collector.tick(full_memory=final)
+        self.window.append(snap)
+        if self.judge_every_tick:
+            shown = self._stable.update(self._clock(), diagnose(list(self.window), self.settings))
+            snap = dataclasses.replace(snap, findings=shown)
+        self.latest = snap
+        return self.latest
+
+    def report(self) -> Snapshot:
+        """The window as one Snapshot, its findings judged over the whole window (not held)."""
+        ticks = list(self.window)
+        return dataclasses.replace(summarize(ticks), findings=diagnose(ticks, self.settings))
+
+    def run(self, interval_s: float, stop: Optional[threading.Event] = None) -> Iterator[Snapshot]:
+        """Snapshots every ``interval_s`` until the job exits (its last Snapshot is yielded) or
+        ``stop`` is set. Pacing keeps to the schedule, so a slow tick does not drift the next."""
+        stop = stop or threading.Event()
+        next_at = self._clock()
+        while not stop.is_set():
+            snap = self.step()
+            yield snap
+            if snap.job.state == "exited":
+                return
+            next_at = max(next_at + interval_s, self._clock())
+            stop.wait(max(0.0, next_at - self._clock()))
+
+    def watch(self, pid: Optional[int]) -> None:
+        """The process a person is looking at gets a fresh (non-blocking) stack every tick."""
+        if self.collector.stacks is not None:
+            self.collector.stacks.requested = {pid} if pid else set()
+
+    def close(self) -> None:
+        self.collector.close()
+
+
+def open_loop(pid: int, hang_after_s: float = 20.0, stacks: bool = True, **loop_options) -> LiveLoop:
+    """Attach to the job ``pid`` belongs to (DltopError if none)."""
+    from dltop.collect.collector import Collector
+
+    return LiveLoop(Collector(pid, stacks=stacks, hang_after_s=hang_after_s), **loop_options)

@@ -1,0 +1,112 @@
+"""Every training job on this node, one live loop each (DESIGN.md §6): the exporter's source.
+
+Jobs are found the way ``dltop jobs`` finds them, again every ``discover_every_s``; a new job
+gets a ``LiveLoop`` of its own, an exited one is reported once more (its last Snapshot, state
+``exited``) and dropped. The stack budgets of one live view are split between the jobs, so
+watching a node costs about what watching one job does. No textual, no torch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from dltop.collect.gpu import GpuSampler
+from dltop.collect.procs import Discovery, find_jobs
+from dltop.diagnose import Settings
+from dltop.errors import DltopError
+from dltop.live import LiveLoop
+
+DISCOVER_EVERY_S = 10.0
+
+
+@dataclass
+class NodeTick:
+    """One pass over the node: the newest Snapshot of every job followed (exited ones once more)."""
+
+    snapshots: list = field(default_factory=list)  # dltop.model.Snapshot, one per job
+    started: list = field(default_factory=list)  # root pids of jobs followed from this pass on
+    ended: list = field(default_factory=list)  # root pids of jobs that exited and are dropped
+    failures: dict = field(default_factory=dict)  # root pid -> why a job could not be followed
+
+
+class NodeWatcher:
+    """Follows every job on the node; ``step()`` ticks them all once."""
+
+    def __init__(
+        self,
+        settings: Optional[Settings] = None,
+        stacks: bool = True,
+        discover_every_s: float = DISCOVER_EVERY_S,
+        gpu: Optional[GpuSampler] = None,
+        clock: Callable[[], float] = time.monotonic,
+        loop_factory: Optional[Callable[[int], LiveLoop]] = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.stacks = stacks
+        self.discover_every_s = discover_every_s
+        self.gpu = gpu if gpu is not None else GpuSampler()
+        self._clock = clock
+        self._loop_factory = loop_factory or self._open
+        self._discovery = Discovery()
+        self._discovered_at: Optional[float] = None
+        self.loops: dict = {}  # root pid -> LiveLoop
+
+    def _open(self, pid: int) -> LiveLoop:
+        from dltop.collect.collector import Collector
+
+        collector = Collector(pid, gpu=self.gpu, stacks=self.stacks, hang_after_s=self.settings.hang_after_s)
+        return LiveLoop(collector, self.settings)
+
+    def step(self) -> NodeTick:
+        tick = NodeTick()
+        now = self._clock()
+        if self._discovered_at is None or now - self._discovered_at >= self.discover_every_s:
+            self._discovered_at = now
+            self._discover(tick)
+        share = 1.0 / max(1, len(self.loops))
+        for root, loop in list(self.loops.items()):
+            if loop.collector.stacks is not None:
+                loop.collector.stacks.share = share
+            try:
+                snap = loop.step()
+            except Exception as error:  # noqa: BLE001 - one job's trouble must not stop the others
+                tick.failures[root] = f"collection failed: {error}"
+                self._drop(root, tick)
+                continue
+            tick.snapshots.append(snap)
+            if snap.job.state == "exited":
+                self._drop(root, tick)
+        return tick
+
+    def run(self, interval_s: float, stop: threading.Event, sink: Callable[[NodeTick], None]) -> None:
+        """``sink(tick)`` every ``interval_s`` until ``stop`` is set, on the schedule (no drift)."""
+        next_at = self._clock()
+        while not stop.is_set():
+            sink(self.step())
+            next_at = max(next_at + interval_s, self._clock())
+            stop.wait(max(0.0, next_at - self._clock()))
+
+    def close(self) -> None:
+        for root in list(self.loops):
+            self.loops.pop(root).close()
+
+    def _discover(self, tick: NodeTick) -> None:
+        followed = {pid for loop in self.loops.values() for pid in loop.collector.tree.members}
+        for tree in find_jobs(self.gpu.holders(), self._discovery, skip=followed):
+            try:
+                self.loops[tree.root_pid] = self._loop_factory(tree.root_pid)
+            except DltopError as error:  # it ended, or is not a job after all, since the scan
+                tick.failures[tree.root_pid] = str(error)
+                continue
+            tick.started.append(tree.root_pid)
+
+    def _drop(self, root: int, tick: NodeTick) -> None:
+        self.loops.pop(root).close()
+        tick.ended.append(root)
+
+    def latest(self) -> list:
+        """The newest Snapshot of every job followed now."""
+        return [loop.latest for loop in self.loops.values() if loop.latest is not None]
