@@ -21,6 +21,9 @@ BOOTSTRAP = ("multiprocessing/spawn.py", "multiprocessing/forkserver.py", "multi
 
 # Entering and leaving an epoch: iter(loader), worker start-up, persistent workers' reset, shutdown.
 EPOCH_BOUNDARY = ("__iter__", "_get_iterator", "__init__", "_reset", "_shutdown_workers", "__del__")
+STEADY_SAMPLES = 10  # samples outside start-up needed to estimate how often the step is seen
+# ... of them, those that start or stop worker processes (persistent workers are only _reset)
+WORKER_START_STOP = ("_get_iterator", "__init__", "_shutdown_workers", "__del__")
 # Leaves that block on a lock, condition, event, join or semaphore.
 WAIT_LEAVES = {
     "threading.py": ("wait", "acquire", "_wait_for_tstate_lock", "join"),
@@ -62,15 +65,69 @@ def _find(frames: list, file_suffix: str, functions: tuple = ()) -> Optional[int
 def trainer_phase(frames: list) -> str:
     """waiting-for-data | collating | starting-workers | running, for a trainer's main thread.
 
-    With num_workers=0 ``__next__`` runs the dataset itself: that fetch is the wait.
+    Epoch boundaries come first: ``__next__`` itself shuts the workers down at an epoch's end
+    (non-persistent workers: joining them) and resets them at its start. With num_workers=0
+    ``__next__`` runs the dataset itself: that fetch is the wait.
     """
+    if _find(frames, DATALOADER, EPOCH_BOUNDARY) is not None:
+        return "starting-workers"
     inside_next = _find(frames, DATALOADER, ("__next__",))
     if inside_next is not None:
         inner = frames[inside_next:]
         return "collating" if any(f.file.endswith((COLLATE, PIN)) for f in inner) else "waiting-for-data"
-    if _find(frames, DATALOADER, EPOCH_BOUNDARY) is not None:
-        return "starting-workers"
     return "running"
+
+
+def waits_on_workers(frames: list) -> bool:
+    """Inside ``__next__`` waiting for a batch from worker processes (not fetching it itself)."""
+    return _find(frames, DATALOADER, ("_get_data", "_try_get_data")) is not None
+
+
+def trainer_phases(samples: list, in_epoch_start: bool = False, workers_starting: Optional[list] = None) -> tuple:
+    """([phase of each sample], still in an epoch's start-up after the last) for a trainer's main
+    thread sampled in time order (each sample its frames, innermost last), carrying
+    ``in_epoch_start`` over from the previous samples.
+
+    The wait for an epoch's first batch, from iter(loader) starting workers or the previous
+    iterator's shutdown until the first step runs, is start-up cost:
+    it is what ``persistent_workers=True`` saves, and more workers would not shorten it. At a
+    low sampling rate a short step is often missed, so a start-up stretch runs on over ordinary
+    waits until a step is seen: with r the share of steady-state samples that show the step, the
+    expected number of ordinary waits before the first step seen is (1 - r) / r; that many of the
+    stretch's last waits are given back to waiting-for-data. ``workers_starting`` (one bool per
+    sample, where known) says a worker of this trainer was still starting then: a wait for
+    workers at such a moment is start-up whatever the sampling caught of the boundary.
+    """
+    phases, judged, stretch, stretches = [], {}, [], []
+    for index, frames in enumerate(samples):
+        key = tuple(frames)
+        phase = judged.get(key) or judged.setdefault(key, trainer_phase(frames))
+        if phase == "waiting-for-data" and workers_starting and workers_starting[index] and waits_on_workers(frames):
+            phase = "starting-workers"
+        elif phase == "starting-workers":
+            # new workers are on their way (persistent ones are only reset: their first batch
+            # of an epoch is fetched like any other)
+            in_epoch_start = _find(frames, DATALOADER, WORKER_START_STOP) is not None
+            stretch = []
+        elif phase == "waiting-for-data" and in_epoch_start:
+            if waits_on_workers(frames):
+                phase = "starting-workers"
+                stretch.append(len(phases))
+            else:
+                in_epoch_start = False  # num_workers=0: the trainer fetches; no start-up to wait for
+        elif phase == "running":
+            if in_epoch_start and stretch:
+                stretches.append(stretch)
+            in_epoch_start, stretch = False, []
+        phases.append(phase)
+    steady = [p for p in phases if p != "starting-workers"]
+    if len(steady) >= STEADY_SAMPLES and "running" in steady:
+        share = steady.count("running") / len(steady)
+        ordinary = round((1 - share) / share)
+        for ended in stretches:
+            for index in ended[len(ended) - min(ordinary, len(ended)) :]:
+                phases[index] = "waiting-for-data"
+    return phases, in_epoch_start
 
 
 def worker_activity(frames: list) -> str:
@@ -84,6 +141,31 @@ def worker_activity(frames: list) -> str:
     if inner and inner[0].file.endswith(QUEUES):
         return "idle" if _short(inner[0].function) == "get" else "sending"
     return "starting"  # seeding, worker_init_fn, creating the fetcher
+
+
+PROCESS_RUN = "multiprocessing/process.py"
+WORKER_ITER_METHODS = ("_get_data", "_try_get_data", "_shutdown_workers", "_try_put_index")
+
+
+def process_kind(frames: list) -> str:
+    """worker | starting | other: what a child process's main-thread stack says it is, whatever
+    its name. ``_worker_loop`` is a DataLoader worker; multiprocessing's bootstrap before the
+    target runs (spawn importing the main module and torch) is a process still starting; a
+    target other than ``_worker_loop`` (a Pool worker, a helper) or no bootstrap at all is other."""
+    if _find(frames, WORKER, ("_worker_loop",)) is not None:
+        return "worker"
+    if _find(frames, PROCESS_RUN, ("run",)) is not None:
+        return "other"
+    return "starting" if any(f.file.endswith(BOOTSTRAP) for f in frames) else "other"
+
+
+def uses_worker_processes(frames: list) -> bool:
+    """A trainer stack inside a DataLoader iterator that has worker processes."""
+    return any(
+        f.file.endswith(DATALOADER)
+        and (_short(f.function) in WORKER_ITER_METHODS or "_MultiProcessingDataLoaderIter" in f.function)
+        for f in frames
+    )
 
 
 def is_dataloader_machinery(frames: list) -> bool:

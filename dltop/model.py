@@ -56,6 +56,7 @@ class ProcessSample:
     state: str
     cpu_percent: Optional[float] = None  # 100 = one core
     cpu_wait_percent: Optional[float] = None  # main thread runnable but waiting for a CPU; 100 = the whole time
+    main_thread_cpu_percent: Optional[float] = None  # trainers: the main thread alone (the rest: intra-op threads)
     rss_bytes: Optional[int] = None
     uss_bytes: Optional[int] = None
     pss_bytes: Optional[int] = None
@@ -72,6 +73,7 @@ class ProcessSample:
     rank: Optional[int] = None
     user: Optional[str] = None
     placement: Optional[Placement] = None  # trainers: rank, world size, run id, pod
+    worker_id: Optional[int] = None  # workers: torch's worker_id, from _worker_loop's arguments
     # idle | fetching | collating | starting | waiting-for-data | starting-workers | running | stuck | unknown
     activity: str = "unknown"
     stack: Optional[list] = None  # Frame of the main thread, innermost last
@@ -123,6 +125,8 @@ class LoaderSample:
     workers_exited: list = field(default_factory=list)  # ExitedWorker
     trainer_time: Optional[TrainerTime] = None  # the trainer's: shared by all its loaders
     dataset: Optional[str] = None  # the Dataset's class, from a worker's _worker_loop arguments
+    built_at: Optional[str] = None  # "file:line" of the DataLoader(...) call, where dltop found it
+    batch_size: Optional[int] = None  # from a worker's _worker_loop arguments (a batch's indices)
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,8 @@ class GpuSample:
     temperature_c: Optional[float]
     processes: list = field(default_factory=list)  # GpuProcess of this job only
     uuid: Optional[str] = None  # NVML's "GPU-..." id (dcgm-exporter's UUID label)
+    minor_number: Optional[int] = None  # /dev/nvidia<N> (dcgm-exporter's device label)
+    pci_bus_id: Optional[str] = None  # '00000000:5B:00.0' (dcgm-exporter's pci_bus_id label)
 
 
 @dataclass(frozen=True)

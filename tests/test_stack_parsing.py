@@ -4,17 +4,20 @@ py-spy output and hand-built snapshots."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from dltop import frames
 from dltop.collect.ptrace import PtraceFacts, stacks_fix
-from dltop.collect.pyspy import failure, parse_dump, parse_raw
+from dltop.collect.pyspy import failure, parse_dump, parse_speedscope
 from dltop.diagnose import Settings, diagnose
+from dltop.frames import make_frame
 from dltop.model import ExitedWorker, JobInfo, LoaderSample, ProcessSample, Snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pyspy"
+D = "/x/site-packages/torch/utils/data/dataloader.py"
 
 
 def main_thread(name: str):
@@ -31,23 +34,48 @@ def test_dump_frames_are_innermost_last_and_classified():
     assert frames.start_method(list(fetching)) == "fork"
 
 
-def test_raw_record_gives_the_trainer_phases():
-    threads = parse_raw((FIXTURES / "trainer_record.txt").read_text())
+def recorded_phases(name: str) -> tuple:
+    """(main thread name, Counter of phases, {thread names}) of a recorded ``py-spy record``."""
+    threads = parse_speedscope((FIXTURES / f"{name}.json").read_text())
     trainer = min(threads)  # the main thread's id is the pid, lower than its threads'
-    name, stacks = threads[trainer]
-    assert name == "MainThread" and sum(stacks.values()) == 99
-    phases = {}
-    for stack, count in stacks.items():
-        phase = frames.trainer_phase(list(stack))
-        phases[phase] = phases.get(phase, 0) + count
-    assert phases == {"running": 86, "waiting-for-data": 13}
-    assert {n for n, _ in threads.values()} == {"MainThread", "QueueFeederThread"}
+    thread_name, samples = threads[trainer]
+    phases, _ = frames.trainer_phases([list(s) for s in samples])
+    return thread_name, Counter(phases), {n for n, _ in threads.values()}
+
+
+def test_record_gives_the_trainer_phases_in_order():
+    name, phases, names = recorded_phases("trainer_record")
+    assert name == "MainThread" and sum(phases.values()) == 79
+    assert phases == {"running": 61, "waiting-for-data": 18}
+    assert names == {"MainThread", "QueueFeederThread"}
 
 
 def test_without_workers_the_fetch_counts_as_waiting():
-    ((name, stacks),) = parse_raw((FIXTURES / "trainer_no_workers_record.txt").read_text()).values()
-    waiting = sum(c for s, c in stacks.items() if frames.trainer_phase(list(s)) == "waiting-for-data")
-    assert waiting / sum(stacks.values()) > 0.5
+    _, phases, _ = recorded_phases("trainer_no_workers_record")
+    assert phases["waiting-for-data"] / sum(phases.values()) > 0.5 and not phases["starting-workers"]
+
+
+def test_an_epochs_first_batch_after_respawning_workers_is_start_up():
+    """spawn, non-persistent, 12 batches an epoch: the job itself measured 79% of its time in iter()
+    and first batches, 16% in later waits; joining the old workers inside __next__ is start-up too."""
+    _, phases, _ = recorded_phases("trainer_spawn_respawning")
+    total = sum(phases.values())
+    assert 0.6 < phases["starting-workers"] / total < 0.9
+    assert phases["waiting-for-data"] / total < 0.3
+
+
+def test_first_batch_wait_is_start_up_only_after_a_boundary_and_only_on_workers():
+    q = [make_frame("main", "/me/train.py", 3), make_frame("_BaseDataLoaderIter.__next__", D, 1),
+         make_frame("_MultiProcessingDataLoaderIter._get_data", D, 2)]  # fmt: skip
+    init = [make_frame("main", "/me/train.py", 2), make_frame("_MultiProcessingDataLoaderIter.__init__", D, 9)]
+    step = [make_frame("main", "/me/train.py", 4)]
+    fetch = [make_frame("main", "/me/train.py", 3), make_frame("_BaseDataLoaderIter.__next__", D, 1),
+             make_frame("_MapDatasetFetcher.fetch", "/x/torch/utils/data/_utils/fetch.py", 5)]  # fmt: skip
+    phases, starting = frames.trainer_phases([q, init, q, q, step, q])
+    assert phases == ["waiting-for-data", "starting-workers", "starting-workers", "starting-workers", "running",
+                      "waiting-for-data"] and not starting  # fmt: skip
+    assert frames.trainer_phases([q], in_epoch_start=True) == (["starting-workers"], True)  # carried over windows
+    assert frames.trainer_phases([init, fetch])[0] == ["starting-workers", "waiting-for-data"]  # num_workers=0
 
 
 def test_locals_give_the_loader_config():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from dltop.collect.disk import DiskSampler
@@ -14,9 +15,10 @@ from dltop.collect.loaders import loader_key, split_loaders
 from dltop.collect.placement import PlacementReader
 from dltop.collect.process_stats import ProcessSampler, iso
 from dltop.collect.procfs import thread_names
-from dltop.collect.procs import PIN_THREAD_COMMS, Discovery, JobTree
+from dltop.collect.procs import PIN_THREAD_COMMS, WORKER_COMMS, Discovery, JobTree
 from dltop.collect.source import SourceLines
 from dltop.collect.stacks import StackSampler
+from dltop.collect.startup import StartupWatcher
 from dltop.collect.system import SystemSampler
 from dltop.collect.trainer_log import TrainerLogs
 from dltop.frames import start_method as stack_start_method
@@ -53,10 +55,17 @@ class Collector:
         self.tree: JobTree = self.discovery.resolve(pid)
         self.stacks = StackSampler(self.tree.root_pid, py_spy=py_spy, clock=clock, wall=wall) if stacks else None
         self.exits = ExitWatcher()
+        self.startups = StartupWatcher(WORKER_COMMS)
+        if self.stacks is not None:
+            self.stacks.startups = self.startups.intervals
         self.sources = SourceLines()
         self.logs = TrainerLogs()
         self._exit_codes: dict = {}  # pid -> exit code caught by the watcher (workers and trainers)
         self._known_loaders: dict = {}  # trainer pid -> {loader key: config}
+        self._seen_workers: dict = {}  # (trainer pid, loader key) -> _SeenWorkers
+        self._last_trainer_time: dict = {}  # trainer pid -> TrainerTime last measured
+        self._main_runs: dict = {}  # (pid, start ticks) of a trainer -> (clock, main thread run ns)
+        self._built_at: dict = {}  # (trainer pid, dataset class) -> "file:line" of its DataLoader(...)
         self._coded: dict = {}  # pid -> (stack, the stack with source lines)
         self._pin_cache: dict = {}  # trainer pid -> (clock, pin_memory)
         self.processes = ProcessSampler(clock, wall)
@@ -73,6 +82,7 @@ class Collector:
         now = self._clock()
         window = 0.0 if self._last_tick is None else now - self._last_tick
         self._last_tick = now
+        self._share_stack_evidence()
         tree = self.tree = self.discovery.refresh(self.tree)
         stats = self.discovery.table.stats
 
@@ -80,6 +90,8 @@ class Collector:
         alive = {(s.pid, stats[s.pid].start_ticks) for s in samples}
         self.processes.forget_except(alive)
         self.placements.forget_except(alive)
+        for key in set(self._main_runs) - alive:
+            del self._main_runs[key]
         for gone in set(self._coded) - {s.pid for s in samples}:
             del self._coded[gone]
         live = [(s.pid, stats[s.pid].start_ticks, s.role) for s in samples if s.state != "zombie"]
@@ -87,11 +99,17 @@ class Collector:
         for pid, start_ticks, role in live:
             if role in ("worker", "trainer"):
                 self.exits.watch(pid, start_ticks)
+        if tree.names_expected:  # a worker is ready when _worker_loop names it
+            for s in samples:
+                if s.role == "worker" and s.state != "zombie":
+                    self.startups.watch(s.pid, stats[s.pid].start_ticks, s.trainer_pid, s.name)
         caught = self.exits.take()
         self._exit_codes.update(caught)
         if self.stacks is not None:
             self.stacks.update([(pid, ticks, role, schedstats.get((pid, ticks))) for pid, ticks, role in live])
             samples = [self._with_stack(s) for s in samples]
+        samples = [self._with_main_thread(s, stats[s.pid].start_ticks, now) if s.role == "trainer" else s
+                   for s in samples]  # fmt: skip
         by_pid = {s.pid: s for s in samples}
         if tree.root_pid in by_pid and self._job_started_at is None:
             self._job_started_at = by_pid[tree.root_pid].started_at
@@ -137,6 +155,16 @@ class Collector:
             stacks_fix=self.stacks.fix if self.stacks else None,
         )
 
+    def _share_stack_evidence(self) -> None:
+        """Tell discovery what stacks and the worker history proved: which processes run
+        ``_worker_loop`` (or another target), and which trainers run a DataLoader with workers."""
+        self.discovery.loader_trainers = {t for t, h in self.lifecycle.trainers.items() if h.started_total}
+        if self.stacks is None:
+            return
+        procs = self.stacks.procs.values()
+        self.discovery.stack_kinds = {(p.pid, p.start_ticks): p.kind for p in procs if p.kind}
+        self.discovery.loader_trainers |= {p.pid for p in procs if p.worker_loader}
+
     def settle(self, timeout_s: float = SETTLE_S) -> None:
         """Wait (briefly) for py-spy runs under way, so the next tick has their results."""
         if self.stacks is not None:
@@ -153,23 +181,43 @@ class Collector:
         if self.stacks is not None:
             self.stacks.close()
         self.exits.close()
+        self.startups.close()
         self.logs.close()
 
     def _with_stack(self, sample: ProcessSample) -> ProcessSample:
         proc = self.stacks.procs.get(sample.pid) if self.stacks else None
-        if proc is None or proc.stack is None or sample.state == "zombie":
+        if sample.state == "zombie":
             return sample
+        if proc is None or proc.stack is None:
+            # this torch names its workers as _worker_loop begins: an unnamed one is still starting
+            unnamed = self.tree.names_expected and not sample.name.startswith(WORKER_COMMS)
+            return dataclasses.replace(sample, activity="starting") if sample.role == "worker" and unnamed else sample
         activity = self.stacks.activity(sample.pid)
         stuck = proc.stuck_s
         if stuck is not None and stuck >= self.hang_after_s and activity not in ("idle", "waiting-for-data"):
             activity = "stuck"
+        config = proc.loader_config or {}
         return dataclasses.replace(
             sample,
+            worker_id=config.get("worker_id"),
             activity=activity,
             stack=self._with_code(sample.pid, proc.stack),
             stack_at=iso(proc.stack_wall) if proc.stack_wall else None,
             stuck_s=stuck,
         )
+
+    def _with_main_thread(self, sample: ProcessSample, start_ticks: int, now: float) -> ProcessSample:
+        """A trainer's main thread CPU alone (schedstat): what it uses beyond that runs in other
+        threads, mostly torch's intra-op pool, which competes with the workers for CPUs."""
+        key = (sample.pid, start_ticks)
+        reading = self.processes.schedstats.get(key)
+        if reading is None or sample.state == "zombie":
+            return sample
+        before, self._main_runs[key] = self._main_runs.get(key), (now, reading[0])
+        if before is None or now <= before[0]:
+            return sample
+        share = max(0.0, (reading[0] - before[1]) / 1e9 / (now - before[0]) * 100)
+        return dataclasses.replace(sample, main_thread_cpu_percent=share)
 
     def _with_code(self, pid: int, stack: tuple) -> list:
         """The stack with source lines, worked out once per new stack (not every tick)."""
@@ -220,28 +268,34 @@ class Collector:
         return sorted(samples, key=lambda s: s.pid)
 
     def _loaders(self, trainer: int, tree: JobTree, by_pid: dict) -> list:
-        """One LoaderSample per DataLoader of this trainer (one per trainer until stacks tell them apart)."""
+        """One LoaderSample per DataLoader of this trainer (one per trainer until stacks tell them apart).
+
+        Settings not read from a worker's ``_worker_loop`` yet are what the workers showed: the
+        most alive at once, the start method of the last ones seen (short epochs leave moments
+        with no worker alive at all).
+        """
         worker_pids = [p for p in tree.workers_of(trainer) if p in by_pid and by_pid[p].state != "zombie"]
         methods = {p: tree.members[p].start_method or stack_start_method(by_pid[p].stack or []) for p in worker_pids}
         configs = {p: self._loader_config(p) for p in worker_pids}
         keyed = split_loaders(worker_pids, configs, methods, self._known_loaders.setdefault(trainer, {}))
-        keys, groups = [key for key, _ in keyed], [group for _, group in keyed]
-        trainer_time = self.stacks.trainer_time(trainer) if self.stacks else None
+        keys = [key for key, _ in keyed]
+        trainer_time = self._trainer_time(trainer)
         exited = self.lifecycle.exited(trainer)
         respawns = self.lifecycle.respawns(trainer)
         loaders = []
-        for index, group in enumerate(groups):
+        for index, (key, group) in enumerate(keyed):
             mine = [w for w in exited if self._exit_group(w, keys, methods) == index]
             persistent = group.config.get("persistent_workers", self.lifecycle.persistent(trainer))
-            group_methods = {methods[p] for p in group.worker_pids} - {None}
+            seen = self._seen_workers.setdefault((trainer, key), _SeenWorkers())
+            seen.update(len(group.worker_pids), {methods[p] for p in group.worker_pids} - {None})
             loaders.append(
                 LoaderSample(
                     trainer_pid=trainer,
-                    num_workers=group.config.get("num_workers", len(group.worker_pids)),
+                    num_workers=group.config.get("num_workers", seen.most_alive),
                     worker_pids=group.worker_pids,
                     persistent_workers=persistent,
                     pin_memory=self._pin_memory(trainer),
-                    start_method=group_methods.pop() if len(group_methods) == 1 else "unknown",
+                    start_method=seen.start_method,
                     data_wait_percent=(
                         trainer_time.waiting_for_data_percent + trainer_time.collating_percent if trainer_time else None
                     ),
@@ -249,9 +303,31 @@ class Collector:
                     workers_exited=mine,
                     trainer_time=trainer_time,
                     dataset=_class_name(group.config.get("dataset")),
+                    built_at=self._loader_built_at(trainer, _class_name(group.config.get("dataset"))),
+                    batch_size=group.config.get("batch_size"),
                 )
             )
         return loaders
+
+    def _loader_built_at(self, trainer: int, dataset: Optional[str]) -> Optional[str]:
+        """Where the trainer's own code builds this loader, looked for once in the user files on
+        its stacks (retried while not found: the stacks fill in)."""
+        key = (trainer, dataset)
+        if self._built_at.get(key) is None and self.stacks is not None:
+            proc = self.stacks.procs.get(trainer)
+            stacks = [proc.stack] if proc is not None and proc.stack else []
+            stacks += [s for w in proc.trainer_windows for s in w.stacks] if proc is not None else []
+            files = sorted({f.file for stack in stacks for f in stack if f.kind == "user"})
+            self._built_at[key] = self.sources.loader_call(trainer, files, dataset) if files else None
+        return self._built_at.get(key)
+
+    def _trainer_time(self, trainer: int):
+        """The trainer's time split; after it exited, the last one measured (a job that exits
+        mid-window keeps what was seen)."""
+        spent = self.stacks.trainer_time(trainer) if self.stacks else None
+        if spent is not None:
+            self._last_trainer_time[trainer] = spent
+        return spent or self._last_trainer_time.get(trainer)
 
     def _loader_config(self, pid: int) -> Optional[dict]:
         proc = self.stacks.procs.get(pid) if self.stacks else None
@@ -287,6 +363,19 @@ class Collector:
         if seen is not None and seen.pin_thread is not None:
             return seen.pin_thread  # a _pin_memory_loop thread in the last sample window
         return False if self.tree.names_expected else None
+
+
+@dataclass
+class _SeenWorkers:
+    """What a loader's workers showed while alive, for settings not read from them yet."""
+
+    most_alive: int = 0
+    start_method: str = "unknown"
+
+    def update(self, alive: int, methods: set) -> None:
+        self.most_alive = max(self.most_alive, alive)
+        if len(methods) == 1:
+            (self.start_method,) = methods
 
 
 def _class_name(text: Optional[str]) -> Optional[str]:

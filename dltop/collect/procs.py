@@ -181,12 +181,17 @@ class Discovery:
         self._torch: dict = {}
         self._ranks: dict = {}
         self.table = ProcessTable()
+        # What the collector learnt from stacks, which outranks names and command lines:
+        # (pid, start ticks) -> worker | starting | other (frames.process_kind) ...
+        self.stack_kinds: dict = {}
+        # ... and trainers seen running a DataLoader with worker processes (workers seen, or a stack)
+        self.loader_trainers: set = set()
 
     # -- facts about one process (cached) --------------------------------------------
 
     def forget_except(self, pids: set) -> None:
         """Drop what is cached about processes that are gone (a long-running watcher)."""
-        for cache in (self._cmdlines, self._torch, self._ranks):
+        for cache in (self._cmdlines, self._torch, self._ranks, self.stack_kinds):
             for key in [k for k in cache if k[0] not in pids]:
                 del cache[key]
 
@@ -276,17 +281,38 @@ class Discovery:
         return bool(own) and own != self.rank_env(self._ppid(pid))
 
     def worker_start_method(self, pid: int, names_expected: bool) -> Optional[str]:
-        """How this process was started if it is a DataLoader worker, else None."""
+        """How this process was started if it is a DataLoader worker, else None.
+
+        A stack outranks everything: a main thread in ``_worker_loop`` is a worker whatever its
+        name (a library may rename it), one running another target is not. Then names: torch
+        >= 2.5 names its workers, so an unnamed child is a worker only while it is still starting
+        (spawn imports torch for seconds before ``_worker_loop`` names it) under a trainer known
+        to run a DataLoader with workers; on older torch command line and ancestry decide.
+        """
         named = self._comm(pid).startswith(WORKER_COMMS)
+        kind = self.stack_kinds.get(self._key(pid))
         method = self._child_method(pid)
+        if kind == "worker":
+            return method or "fork"
+        if kind == "other" and not named:
+            return None
         if method is None:
             return "fork" if named else None  # a named worker whose parent went away
         if named:
             return method
+        if self._own_rank(pid):
+            return None  # a rank of its own (Lightning, mp.spawn with RANK set)
         if names_expected:
-            return None  # this torch names its workers: an unnamed child is something else
-        # Old torch: an unnamed child is a worker unless it is a rank of its own (Lightning, mp.spawn).
-        return None if self._own_rank(pid) else method
+            return method if self._starting_under_loader(pid) else None
+        return method
+
+    def _starting_under_loader(self, pid: int) -> bool:
+        """A childless multiprocessing child of a trainer (or of its forkserver) that runs a
+        DataLoader with workers, not yet named: a worker that is starting."""
+        parent = self._ppid(pid)
+        if self.is_forkserver(parent):
+            parent = self._ppid(parent)
+        return parent in self.loader_trainers and not self.table.children.get(pid)
 
     def _still_starting(self, pid: int) -> bool:
         """A young unnamed multiprocessing child with no children: most likely a worker not yet named."""
@@ -306,6 +332,8 @@ class Discovery:
             raise DltopError(f"no process with pid {pid}")
         if pid not in self.table.stats:
             raise DltopError(f"no process with pid {pid}")
+        if self.table.stats[pid].state == "Z":
+            raise DltopError(self._zombie_reason(pid))
         root = self.root_of(pid)
         tree = self.walk(root, pid)
         if not tree.trainer_pids:
@@ -422,6 +450,15 @@ class Discovery:
                 role = "helper"  # not a DataLoader worker of anything we watch
             members[pid] = Member(pid, self._ppid(pid), role, trainer, methods[pid] if role == "worker" else None)
         return members
+
+    def _zombie_reason(self, pid: int) -> str:
+        parent = self._ppid(pid)
+        reason = f"pid {pid} has exited; its parent {parent} has not reaped it (a zombie)"
+        if parent > 1 and parent in self.table.stats and self.table.stats[parent].state != "Z":
+            tree = self.walk(self.root_of(parent), parent)
+            if tree.trainer_pids:
+                return f"{reason}; its job is alive: dltop --pid {tree.root_pid}"
+        return reason
 
     def _not_a_job_reason(self, pid: int) -> str:
         cmd = self._text(pid) or self._comm(pid)

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -25,8 +24,7 @@ from typing import Optional
 from dltop.frames import make_frame
 
 PY_SPY_ENV = "DLTOP_PY_SPY"  # path of the py-spy binary; empty disables stacks
-_RAW_LINE = re.compile(r"^(?:thread \((?P<tid>\d+|0x[0-9a-f]+)\): (?P<thread>[^;]*);)?(?P<stack>.*) (?P<count>\d+)$")
-_RAW_FRAME = re.compile(r"^(?P<function>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
+_PROFILE_NAME = re.compile(r'^Thread (\S+) "(.*)"$')
 
 
 @dataclass(frozen=True)
@@ -64,9 +62,11 @@ def dump_command(py_spy: str, pid: int, full: bool = False, with_locals: bool = 
 
 
 def record_command(py_spy: str, pid: int, rate: int, seconds: int, output: str) -> list:
+    """Speedscope output keeps every sample in order (raw output only counts them): the order
+    tells an epoch's first-batch wait, which follows iter(loader), from an ordinary wait."""
     return [
-        py_spy, "record", "--pid", str(pid), "--format", "raw", "--idle", "--threads", "--nonblocking",
-        "--full-filenames", "--rate", str(rate), "--duration", str(seconds), "--output", output,
+        py_spy, "record", "--pid", str(pid), "--format", "speedscope", "--idle", "--nonblocking",
+        "--rate", str(rate), "--duration", str(seconds), "--output", output,
     ]  # fmt: skip
 
 
@@ -86,26 +86,28 @@ def parse_dump(text: str) -> list:
     return threads
 
 
-def parse_raw(text: str) -> dict:
-    """``py-spy record --format raw --threads`` -> {tid: (thread name, Counter{frames: samples})}.
+def parse_speedscope(text: str) -> dict:
+    """``py-spy record --format speedscope`` -> {tid: (thread name, [frames of each sample, in time order])}.
 
-    Each line is ``thread (TID): NAME;outermost (file:line);...;innermost (file:line) COUNT``.
+    Each thread is a profile named ``Thread TID "NAME"`` whose samples are lists of indices into
+    the shared frame table, outermost first (so frames come out innermost last, as everywhere).
+    An empty or cut-short file (py-spy interrupted before it wrote) is no samples.
     """
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return {}
+    table = [
+        make_frame(f.get("name") or "?", f.get("file") or "?", f.get("line"))
+        for f in data.get("shared", {}).get("frames", [])
+    ]
     threads: dict = {}
-    for line in text.splitlines():
-        match = _RAW_LINE.match(line.strip())
-        if not match:
-            continue
-        tid_text = match.group("tid") or "0"
-        tid = int(tid_text, 16) if tid_text.startswith("0x") else int(tid_text)
-        frames = []
-        for part in match.group("stack").split(";"):
-            frame = _RAW_FRAME.match(part)
-            if frame:
-                line_no = int(frame.group("line")) if frame.group("line") else None
-                frames.append(make_frame(frame.group("function"), frame.group("file"), line_no))
-        name, counts = threads.setdefault(tid, (match.group("thread") or "", Counter()))
-        counts[tuple(frames)] += int(match.group("count"))
+    for profile in data.get("profiles", []):
+        match = _PROFILE_NAME.match(profile.get("name", ""))
+        tid_text, name = (match.group(1), match.group(2)) if match else ("0", "")
+        tid = int(tid_text, 16) if tid_text.startswith("0x") else int(tid_text) if tid_text.isdigit() else 0
+        samples = [tuple(table[i] for i in sample if i < len(table)) for sample in profile.get("samples", [])]
+        threads[tid] = (name, samples)
     return threads
 
 

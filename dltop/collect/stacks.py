@@ -25,7 +25,15 @@ from typing import Callable, Optional
 
 from dltop import frames as stackframes
 from dltop.collect import procfs, ptrace
-from dltop.collect.pyspy import PySpyRun, ThreadStack, dump_command, find_py_spy, parse_dump, parse_raw, record_command
+from dltop.collect.pyspy import (
+    PySpyRun,
+    ThreadStack,
+    dump_command,
+    find_py_spy,
+    parse_dump,
+    parse_speedscope,
+    record_command,
+)
 from dltop.model import TrainerTime
 
 DUMPS_PER_S = 0.3  # routine worker dumps per second on average, all workers together
@@ -84,6 +92,10 @@ class ProcessStacks:
     record_rate: int = 0
     record_seconds: int = 0
     pin_thread: Optional[bool] = None
+    in_epoch_start: bool = False  # trainers: the last sample was in an epoch's start-up
+    kind: Optional[str] = None  # what its newest stack says it is: worker | starting | other
+    recording: bool = False  # the run under way is a record window (else a dump)
+    worker_loader: bool = False  # trainers: seen inside a DataLoader iterator with worker processes
 
     @property
     def stuck_s(self) -> Optional[float]:
@@ -124,6 +136,8 @@ class StackSampler:
         # this job's part of the budgets: a node watcher following several jobs splits one
         # live view's budget between them
         self.share = 1.0
+        # trainer pid -> [(began, ready or None)] of its workers' start-ups (collect/startup.py)
+        self.startups: Optional[Callable[[int], list]] = None
         self._tokens = self._urgent_tokens = float(DUMP_BURST)
         self._last_update: Optional[float] = None
         self._failures = 0
@@ -182,7 +196,9 @@ class StackSampler:
             return "unknown"
         if proc.role == "trainer":
             latest = proc.trainer_windows[-1] if proc.trainer_windows else None
-            return latest.phases.most_common(1)[0][0] if latest and latest.samples else "unknown"
+            if latest and latest.samples:
+                return latest.phases.most_common(1)[0][0]
+            return stackframes.trainer_phase(list(proc.stack))  # its first-sight dump
         if proc.role == "worker":
             return stackframes.worker_activity(list(proc.stack))
         return "running"
@@ -190,7 +206,7 @@ class StackSampler:
     def wait_pending(self, deadline: float) -> None:
         """Cut record windows short (their samples so far are kept) and let dumps under way finish."""
         for proc in self.procs.values():
-            if proc.run is not None and proc.role == "trainer":
+            if proc.run is not None and proc.recording:
                 proc.run.interrupt()
         while any(p.run is not None and p.run.process and p.run.process.poll() is None for p in self.procs.values()):
             if self._clock() >= deadline:
@@ -271,7 +287,7 @@ class StackSampler:
         self._failures = 0
         if self.status != "ok":
             self.status, self.fix = "ok", None
-        if proc.role == "trainer":
+        if proc.recording:
             planned = max(1.0, min(now - proc.run_began[0], proc.record_seconds) * proc.record_rate)
             if planned >= MIN_SAMPLES_TO_PRICE:
                 proc.sample_cost_s = max(0.0, result.cpu_s - RECORD_STARTUP_S) / planned
@@ -279,6 +295,8 @@ class StackSampler:
         else:
             threads = parse_dump(result.text)
             self._add_dump(proc, threads)
+            if proc.role == "trainer" and proc.stack is not None:
+                proc.worker_loader = proc.worker_loader or stackframes.uses_worker_processes(list(proc.stack))
             if proc.role == "worker" and proc.loader_config is None:
                 config: dict = {}
                 for thread in threads:
@@ -299,23 +317,38 @@ class StackSampler:
             proc.streak_since = quiet_since if quiet_since is not None else began
             proc.streak_run_ns, proc.streak_slices, proc.confirmed_at = run_ns, slices or 0, began
         proc.stack, proc.stack_wall, proc.slices_at_stack = stack, wall, slices
+        proc.kind = stackframes.process_kind(list(stack))
 
     def _add_window(self, proc: ProcessStacks, text: str, now: float) -> None:
         began = proc.run_began[0]
-        threads = parse_raw(text)
-        proc.pin_thread = any(stackframes.has_pin_memory_loop(list(s)) for _, c in threads.values() for s in c)
-        _, stacks = threads.get(proc.pid, ("", Counter()))
-        if not stacks and threads:  # no thread ids (old py-spy): the first thread is the main one
-            _, stacks = next(iter(threads.values()))
-        phases: Counter = Counter()
-        for stack, count in stacks.items():
-            phases[stackframes.trainer_phase(list(stack))] += count
-        proc.trainer_windows.append(TrainerWindow(began, now, phases, stacks))
+        threads = parse_speedscope(text)
+        # a thread's samples repeat a handful of distinct stacks: judge each once
+        distinct = {tid: set(ordered) for tid, (_, ordered) in threads.items()}
+        proc.pin_thread = any(stackframes.has_pin_memory_loop(list(s)) for stacks in distinct.values() for s in stacks)
+        _, samples = threads.get(proc.pid, ("", []))
+        if not samples:  # no OS thread ids: the main thread by name
+            samples = next((ordered for name, ordered in threads.values() if name == "MainThread"), [])
+        mine = set(samples)
+        proc.worker_loader = proc.worker_loader or any(stackframes.uses_worker_processes(list(s)) for s in mine)
+        phases, proc.in_epoch_start = stackframes.trainer_phases(
+            samples, proc.in_epoch_start, self._workers_starting(proc, len(samples))
+        )
+        proc.trainer_windows.append(TrainerWindow(began, now, Counter(phases), Counter(samples)))
         proc.windows_done += 1
         while proc.trainer_windows and now - proc.trainer_windows[0].ended > TRAINER_TIME_HISTORY_S:
             proc.trainer_windows.popleft()
-        if stacks:
-            self._trainer_streak(proc, stacks, began, now)
+        if samples:
+            self._trainer_streak(proc, Counter(samples), began, now)
+
+    def _workers_starting(self, proc: ProcessStacks, count: int) -> Optional[list]:
+        """Per sample of a record window: was one of this trainer's workers still starting then?
+        Samples are ``1/rate`` apart from the window's start."""
+        intervals = self.startups(proc.pid) if self.startups else []
+        if not intervals:
+            return None
+        began = proc.run_began[0]
+        times = [began + (i + 0.5) / max(proc.record_rate, 1) for i in range(count)]
+        return [any(start <= t and (ready is None or t < ready) for start, ready in intervals) for t in times]
 
     def _trainer_streak(self, proc: ProcessStacks, stacks: Counter, began: float, now: float) -> None:
         """A trainer's stack is 'stuck' while every sample of consecutive windows is the same stack."""
@@ -328,19 +361,28 @@ class StackSampler:
         else:
             proc.streak_since = proc.confirmed_at = None
         proc.stack, proc.stack_wall = typical, self._wall()
+        proc.kind = stackframes.process_kind(list(typical))
 
     def _start_records(self, now: float) -> None:
         trainers = [p for p in self.procs.values() if p.role == "trainer"]
         for proc in trainers:
-            if proc.run is None:
+            if proc.run is None and proc.stack is None and not proc.windows_done:
+                # first sight: one dump says at once whether it runs a DataLoader with workers
+                # (its new workers are then known as workers while they start), before the
+                # first record window reports a second later
+                proc.run, proc.recording = PySpyRun(dump_command(self.py_spy, proc.pid), DUMP_TIMEOUT_S), False
+                proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
+            elif proc.run is None:
                 seconds = min(RECORD_WINDOW_MAX_S, 1 + proc.windows_done)
                 cycled = RECORD_RATES[proc.windows_done % len(RECORD_RATES)]
-                share = RECORD_CPU_SHARE * self.share / len(trainers) - RECORD_STARTUP_S / seconds
+                # py-spy's start-up is priced over a full-length window: the first short windows (an answer
+                # within a second) would otherwise all run at the minimum rate
+                share = RECORD_CPU_SHARE * self.share / len(trainers) - RECORD_STARTUP_S / RECORD_WINDOW_MAX_S
                 affordable = share / proc.sample_cost_s if proc.sample_cost_s else cycled
                 rate = int(max(MIN_RECORD_RATE, min(cycled, affordable)))
                 output = os.path.join(self._tmp, f"record-{proc.pid}-{proc.windows_done}.txt")
                 command = record_command(self.py_spy, proc.pid, rate, seconds, output)
-                proc.run = PySpyRun(command, seconds + DUMP_TIMEOUT_S, output)
+                proc.run, proc.recording = PySpyRun(command, seconds + DUMP_TIMEOUT_S, output), True
                 proc.record_rate, proc.record_seconds = rate, seconds
                 proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
 
@@ -359,6 +401,7 @@ class StackSampler:
             # A worker's first dump reads _worker_loop's arguments too: its loader and settings.
             with_locals = proc.role == "worker" and proc.loader_config is None
             proc.run = PySpyRun(dump_command(self.py_spy, proc.pid, with_locals=with_locals), DUMP_TIMEOUT_S)
+            proc.recording = False
             proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
             in_flight += 1
 

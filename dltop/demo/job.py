@@ -211,8 +211,10 @@ def main() -> None:
 class WaitClock:
     """The job's own measure of its data wait: time inside next() vs all time, written to
     ``timing-<pid>.json`` so tests compare dltop's sampled share with the truth. Time in iter()
-    and in the first next() of an epoch (workers starting, the first batch) is ``startup_s``,
-    the rest of the time inside next() is ``wait_s``."""
+    and, for non-persistent workers, in an epoch's first num_workers next() calls (each worker's
+    first batch: workers start one after another, and batches come from them in turn) and in the
+    last one (the epoch's end shuts them down) is ``startup_s`` (what persistent_workers=True
+    saves); the rest of the time inside next() is ``wait_s``."""
 
     def __init__(self, report: str | None) -> None:
         self.report = report
@@ -221,25 +223,30 @@ class WaitClock:
         self.startup = 0.0
         self.batches = 0
         self.epochs = 0
-        self._first = False
+        self._first = 0  # next() calls still in the epoch's start-up
+        self._persistent = True
         self._written = 0.0
 
     def start(self, loader):
         began = time.perf_counter()
         batches = iter(loader)
         self.startup += time.perf_counter() - began
-        self._first, self.epochs = True, self.epochs + 1
+        # persistent workers are only reset: what persistent_workers=True saves is already saved
+        self._persistent = bool(getattr(loader, "persistent_workers", False)) or not loader.num_workers
+        self._first = 0 if self._persistent else loader.num_workers
+        self.epochs += 1
         return batches
 
     def next(self, batches):
         began = time.perf_counter()
         batch = next(batches, None)
         now = time.perf_counter()
-        if self._first:
+        ending = batch is None and self._first == 0 and not self._persistent  # shutting its workers down
+        if self._first or ending:
             self.startup += now - began
+            self._first = max(0, self._first - 1)
         else:
             self.waited += now - began
-        self._first = False
         self.batches += batch is not None
         if self.report and now - self._written > 0.25:
             self._written = now
