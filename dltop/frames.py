@@ -94,7 +94,7 @@ def trainer_phases(samples: list, in_epoch_start: bool = False, workers_starting
     low sampling rate a short step is often missed, so a start-up stretch runs on over ordinary
     waits until a step is seen: with r the share of steady-state samples that show the step, the
     expected number of ordinary waits before the first step seen is (1 - r) / r; that many of the
-    stretch's last waits are given back to waiting-for-data. ``workers_starting`` (one bool per
+    stretch's last waits (all but its first) are given back to waiting-for-data. ``workers_starting`` (one bool per
     sample, where known) says a worker of this trainer was still starting then: a wait for
     workers at such a moment is start-up whatever the sampling caught of the boundary.
     """
@@ -124,8 +124,8 @@ def trainer_phases(samples: list, in_epoch_start: bool = False, workers_starting
     if len(steady) >= STEADY_SAMPLES and "running" in steady:
         share = steady.count("running") / len(steady)
         ordinary = round((1 - share) / share)
-        for ended in stretches:
-            for index in ended[len(ended) - min(ordinary, len(ended)) :]:
+        for ended in stretches:  # the first wait after a boundary is start-up whatever the estimate
+            for index in ended[len(ended) - min(ordinary, len(ended) - 1) :]:
                 phases[index] = "waiting-for-data"
     return phases, in_epoch_start
 
@@ -183,6 +183,17 @@ def user_frame(frames: list) -> Optional[Frame]:
         if found is not None:
             return found
     return None
+
+
+def costly_frame(frames: list) -> Optional[Frame]:
+    """Where a fetch spends its time: the innermost user frame above ``_worker_loop`` (a worker)
+    or ``__next__`` (num_workers=0: the trainer fetches), else the innermost library frame there
+    (PIL decoding inside torchvision's ImageFolder). Never the trainer's own ``for batch in
+    loader`` line that a forked worker inherits below ``_worker_loop``."""
+    start = _find(frames, WORKER, ("_worker_loop",))
+    if start is None:
+        start = _find(frames, DATALOADER, ("__next__",))
+    return None if start is None else user_frame(list(frames[start + 1 :]))
 
 
 def waits_on_lock(frames: list, leaf_source: Optional[str]) -> bool:

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from typing import Callable, Iterator, Optional
 
-from dltop.diagnose import Settings, diagnose
+from dltop.diagnose import Settings, diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
 from dltop.model import Snapshot
 from dltop.window import summarize
@@ -59,15 +59,18 @@ class LiveLoop:
         snap = self.collector.tick(full_memory=final)
         self.window.append(snap)
         if self.judge_every_tick:
-            shown = self._stable.update(self._clock(), diagnose(list(self.window), self.settings))
-            snap = dataclasses.replace(snap, findings=shown)
+            ticks = list(self.window)
+            shown = relate(self._stable.update(self._clock(), diagnose(ticks, self.settings, related=False)))
+            snap = dataclasses.replace(snap, findings=shown, pending=pending(ticks, self.settings))
         self.latest = snap
         return self.latest
 
     def report(self) -> Snapshot:
         """The window as one Snapshot, its findings judged over the whole window (not held)."""
         ticks = list(self.window)
-        return dataclasses.replace(summarize(ticks), findings=diagnose(ticks, self.settings))
+        return dataclasses.replace(
+            summarize(ticks), findings=diagnose(ticks, self.settings), pending=pending(ticks, self.settings)
+        )
 
     def run(self, interval_s: float, stop: Optional[threading.Event] = None) -> Iterator[Snapshot]:
         """Snapshots every ``interval_s`` until the job exits (its last Snapshot is yielded) or

@@ -83,15 +83,35 @@ def render(snapshot: Snapshot) -> str:
                 f" {d.aqu_sz:>7.2f} {d.util_percent:>6.1f}"
             )
         lines.append("(* = a device the job has files open on)")
-    if snapshot.findings:
+    lines.extend(_findings(snapshot))
+    if snapshot.pending:
         lines.append("")
-        for finding in snapshot.findings:
-            lines.append(f"[{finding.severity}] {finding.id}: {finding.title}")
-            lines.append(f"  {finding.detail}")
-            lines.append(f"  fix: {finding.suggestion}")
+        lines.append("not judged yet (watch longer):")
+        for waiting in snapshot.pending:
+            ready = f"; about {waiting.ready_in_s:g}s more" if waiting.ready_in_s is not None else ""
+            lines.append(f"  {waiting.id}: needs {waiting.needs}{ready}")
     if snapshot.stacks_status not in ("ok", "off"):
         lines.append(f"stacks: {snapshot.stacks_status}" + (f" ({snapshot.stacks_fix})" if snapshot.stacks_fix else ""))
     return "\n".join(lines)
+
+
+def _findings(snapshot: Snapshot) -> list:
+    """Each root cause with its fix, and under it what it explains (with no fix of its own)."""
+    if not snapshot.findings:
+        return []
+    lines = [""]
+    roots = [f for f in snapshot.findings if f.explained_by is None]
+    present = {f.id for f in roots}
+    orphans = [f for f in snapshot.findings if f.explained_by is not None and f.explained_by not in present]
+    for finding in roots + orphans:
+        lines.append(f"[{finding.severity}] {finding.id}: {finding.title}")
+        lines.append(f"  {finding.detail}")
+        if finding.suggestion:
+            lines.append(f"  fix: {finding.suggestion}")
+        for consequence in (f for f in snapshot.findings if f.explained_by == finding.id and finding in roots):
+            lines.append(f"  consequence [{consequence.severity}] {consequence.id}: {consequence.title}")
+            lines.append(f"    {consequence.detail}")
+    return lines
 
 
 def _activity(p) -> str:

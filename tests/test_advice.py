@@ -3,6 +3,7 @@ have the problem."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -53,8 +54,11 @@ def loader(respawns, persistent=False, startup=5.0, workers=2):
 def test_workers_respawning(respawns, persistent, startup, expect):
     found = diagnose(window(loaders=[loader(respawns, persistent, startup)]))
     assert [f.severity for f in found] == ([expect] if expect else [])
-    if expect:
-        assert found[0].suggestion.startswith("DataLoader(imageFolder, ..., num_workers=2, persistent_workers=True")
+    if expect:  # the change itself, paste-ready, and the loader it goes in, spelt as the job spells it
+        assert found[0].suggestion == (
+            "persistent_workers=True  # in the DataLoader over ImageFolder; now persistent_workers=False"
+        )
+        assert found[0].evidence["starting_workers_percent"] == startup and found[0].impact == startup / 100
 
 
 def test_thresholds_are_settings():
@@ -140,21 +144,49 @@ def test_input_bound_threshold(wait, expect):
 
 
 def test_input_bound_suggests_workers_from_the_model():
-    (finding,) = [f for f in diagnose(bound_window(80.0)) if f.id == "input-bound"]
-    # 2 workers busy 100% while the trainer waits 80%: 2 / 0.2 * 1.1 = 11 needed; 7 CPUs free at 0.9 each:
-    # 7.8, and a quarter of a worker's CPU over is allowed -> 8
-    assert finding.evidence["workers_needed"] == 11 and finding.evidence["caps"]["cpus"] == 8
-    assert "num_workers=8" in finding.suggestion and "capped by cpus" in finding.suggestion
+    (finding,) = [f for f in diagnose(bound_window(80.0, built_at="/home/me/train.py:41")) if f.id == "input-bound"]
+    # 2 workers busy 100% while the trainer waits 80%: its own pace allows 5x; the job uses 1 + 2 x 0.9
+    # = 2.8 of 8 CPUs: they allow 2.86x. 2 x 1.0 x 2.86 x 1.1 = 6.3 -> 7 workers, the CPUs setting the pace
+    assert finding.evidence["speedup_by_pace"] == 5.0 and finding.evidence["speedup_by_cpus"] == 2.86
+    assert finding.evidence["suggested_workers"] == 7 and finding.evidence["binding"] == "cpus"
+    assert (
+        finding.suggestion == "num_workers=7  # in the DataLoader over Images (/home/me/train.py:41); now num_workers=2"
+    )
+    assert (
+        "2.86x faster before the CPUs the job may use stop it" in finding.detail and "capped by cpus" in finding.detail
+    )
+    assert finding.evidence["change"] == {"num_workers": 7} and finding.bench_args
 
 
 def test_input_bound_at_the_cpu_cap_says_make_samples_cheaper():
+    """6 workers at 0.9 and the trainer's 1.0 on 6 CPUs: no room left, whatever the headroom says."""
     (finding,) = [f for f in diagnose(bound_window(80.0, workers=6, cpus_allowed=6.0)) if f.id == "input-bound"]
-    assert "cheaper" in finding.suggestion and "decode (/home/me/img.py:40)" in finding.suggestion
+    assert finding.evidence["suggested_workers"] == 6 and "more will not help" in finding.detail
+    # the worker's own costly frame, not the trainer's loop it inherited below _worker_loop
+    assert "cheaper, starting with decode (/home/me/img.py:40)" in finding.suggestion
+    assert finding.bench_args is None and "num_workers=" not in finding.suggestion
+
+
+def test_intra_op_threads_that_take_the_workers_cpus_are_cut_first():
+    """The trainer uses 1.5 cores, 1.0 of them intra-op threads, beside 1 worker on 2 CPUs."""
+    window = bound_window(65.0, workers=1, cpu=90.0, cpus_allowed=2.0, trainer_cpu=150.0, trainer_main_cpu=50.0)
+    (finding,) = [f for f in diagnose(window) if f.id == "input-bound"]
+    assert finding.suggestion.startswith("OMP_NUM_THREADS=1 for the trainer")
+    assert finding.evidence["change"]["OMP_NUM_THREADS"] == 1 and finding.evidence["trainer_threads_cpu"] == 1.0
 
 
 def test_input_bound_on_a_saturated_disk_does_not_add_workers():
-    (finding,) = [f for f in diagnose(bound_window(80.0, util=99.0, r_await=20.0)) if f.id == "input-bound"]
-    assert "disk is saturated" in finding.suggestion
+    findings = diagnose(bound_window(80.0, util=99.0, r_await=20.0))
+    (finding,) = [f for f in findings if f.id == "input-bound"]
+    assert finding.evidence["binding"] == "disk" and finding.explained_by == "disk-saturated"
+    assert findings[0].id == "disk-saturated" and "shards" in findings[0].suggestion  # the cause first
+
+
+def test_without_evidence_it_says_what_it_needs_instead_of_a_number():
+    window = [dataclasses.replace(s, system=None) for s in bound_window(80.0)]
+    (finding,) = [f for f in diagnose(window) if f.id == "input-bound"]
+    assert finding.evidence["suggested_workers"] is None and "num_workers=" not in finding.suggestion
+    assert "the CPUs the job may use" in finding.suggestion
 
 
 def test_too_few_samples_say_nothing():
@@ -191,8 +223,7 @@ def test_copy_on_read_growth_is_caught_with_its_rate(start_job, attach):
     job = start_job("--workers", "2", "--persistent", "--objects-mb", "160", "--sample-ms", "0", "--step-ms", "30",
                     "--batches", "1500")  # fmt: skip
     job.wait_workers(2)
-    ticks, findings = watch(attach(job.pid), lambda t, f: "worker-memory-growth" in ids(f), 60,
-                            "worker-memory-growth", memory_growth_min_s=15.0)  # fmt: skip
+    ticks, findings = watch(attach(job.pid), lambda t, f: "worker-memory-growth" in ids(f), 60, "worker-memory-growth")
     (finding,) = [f for f in findings if f.id == "worker-memory-growth"]
     assert set(finding.pids) <= set(job.live_workers()) and finding.pids
     per_worker = list(finding.evidence["per_worker_bytes_per_s"].values())

@@ -51,8 +51,12 @@ def test_unnamed_workers_of_old_torch_found_by_ancestry(start_job, monkeypatch, 
     monkeypatch.setattr(procs, "STARTUP_GRACE_S", 3600.0)
     tree = Discovery().resolve(job.pid)
     assert roles(tree, "worker") == {} and tree.trainer_pids == [job.pid]
-    monkeypatch.setattr(procs, "STARTUP_GRACE_S", 0.0)  # ... an old one may be a rank (mp.spawn-style)
+    monkeypatch.setattr(procs, "STARTUP_GRACE_S", 0.0)  # ... an old one may be a rank (mp.spawn-style) ...
     assert set(Discovery().resolve(job.pid).trainer_pids) == set(truth)
+    discovery = Discovery()  # ... unless the parent is known to run a DataLoader with workers, or stacks tell
+    discovery.loader_trainers = {job.pid}
+    tree = discovery.resolve(job.pid)
+    assert set(roles(tree, "worker")) == set(truth) and tree.trainer_pids == [job.pid]
     # ... but torch <= 2.2 named nothing: then command line and ancestry decide.
     monkeypatch.setattr(Discovery, "torch_version", lambda self, pid: "2.2.0" if self.cmdline(pid) else None)
     tree = Discovery().resolve(job.pid)

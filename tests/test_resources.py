@@ -55,15 +55,26 @@ def test_cpu_oversubscribed(cpu_wait, expect):
 
 
 def test_oversubscribed_ranks_get_advice_per_rank():
-    """Two ranks on 4 CPUs, each trainer using 2.5 cores of intra-op threads."""
-    one = bound_window(10.0, workers=4, cpu=60.0, cpu_wait=80.0, cpus_allowed=4.0, trainer_cpu=250.0)[0]
+    """Two ranks on 4 CPUs, each trainer using 2.5 cores, 1.5 of them in intra-op threads."""
+    one = bound_window(10.0, workers=4, cpu=60.0, cpu_wait=80.0, cpus_allowed=4.0, trainer_cpu=250.0,
+                       trainer_main_cpu=100.0)[0]  # fmt: skip
     second = [dataclasses.replace(p, pid=p.pid + 100, trainer_pid=101) for p in one.processes]
     loader2 = dataclasses.replace(one.loaders[0], trainer_pid=101, worker_pids=[110, 111, 112, 113])
     snap = dataclasses.replace(one, processes=one.processes + second, loaders=one.loaders + [loader2])
     (found,) = only(diagnose([snap, snap]), "cpu-oversubscribed")
-    assert found.evidence["ranks"] == 2 and found.evidence["trainer_cpu_per_rank"] == 2.5
-    assert "trainer 1" in found.suggestion and "trainer 101" in found.suggestion
-    assert "OMP_NUM_THREADS=1" in found.suggestion
+    assert found.evidence["ranks"] == 2 and found.evidence["trainer_threads_cpu"] == 1.5
+    assert "trainer 1;" in found.suggestion and "trainer 101" in found.suggestion
+    assert found.suggestion.startswith("OMP_NUM_THREADS=1") and not found.evidence["trainer_waits_for_data"]
+
+
+def test_oversubscribed_never_takes_workers_from_a_trainer_that_waits_for_data():
+    """Rules agree: input-bound would add workers, so cpu-oversubscribed must not remove them."""
+    window = bound_window(60.0, workers=4, cpu=40.0, cpu_wait=30.0, cpus_allowed=2.0, trainer_cpu=40.0)
+    findings = diagnose(window)
+    (found,) = only(findings, "cpu-oversubscribed")
+    assert "keep num_workers" in found.suggestion and "num_workers=" not in found.suggestion.split("keep")[0]
+    (bound,) = only(findings, "input-bound")
+    assert bound.explained_by == "cpu-oversubscribed" and bound.suggestion == ""
 
 
 # -- disk-saturated ------------------------------------------------------------------------------
@@ -104,14 +115,21 @@ def test_an_unread_uss_does_not_fall_back_to_rss():
 
 @pytest.mark.parametrize(
     "ticks, per_s, noise",
-    [(21, MiB, 0), (41, 0.2 * MiB, 0), (41, MiB, 40 * MiB)],
-    ids=["too-short", "too-small", "not-steady"],
+    [(3, 8 * MiB, 0), (41, 0.2 * MiB, 0), (41, MiB, 40 * MiB)],
+    ids=["too-few-readings", "too-small", "not-steady"],
 )
 def test_worker_memory_that_does_not_grow_steadily_is_not_flagged(ticks, per_s, noise):
     window = with_worker_memory(
         bound_window(10.0, ticks=ticks), lambda i, pid: int(200 * MiB + i * per_s + (noise if i % 2 else 0))
     )
     assert not only(diagnose(window), "worker-memory-growth")
+
+
+def test_a_steep_clean_line_is_caught_within_seconds():
+    """Evidence, not timers: 22 MB/s on a straight line (1.3 GB/min) is sure after 5 readings in 4 s."""
+    window = with_worker_memory(bound_window(10.0, ticks=5), lambda i, pid: 200 * MiB + i * 22 * MiB + pid)
+    (found,) = only(diagnose(window), "worker-memory-growth")
+    assert found.evidence["confidence"][10]["points"] == 5 and found.evidence["confidence"][10]["t"] > 100
 
 
 def test_memory_readings_that_repeat_are_not_points():
@@ -137,8 +155,10 @@ def test_shm_low(used_mb, expect):
 
 
 def test_a_gpu_starved_by_input_points_at_input_bound():
-    (found,) = only(diagnose(bound_window(80.0, gpu_util=20.0, ticks=12)), "gpu-underutilized")
-    assert found.severity == "warning" and found.evidence["input_bound"] and "num_workers=" in found.suggestion
+    findings = diagnose(bound_window(80.0, gpu_util=20.0, ticks=12))
+    (found,) = only(findings, "gpu-underutilized")
+    assert found.severity == "warning" and found.evidence["input_bound"] and found.explained_by == "input-bound"
+    assert found.suggestion == "" and "num_workers=" in only(findings, "input-bound")[0].suggestion
 
 
 def test_a_gpu_idle_without_input_wait_says_the_step_is_the_bottleneck():
@@ -146,7 +166,7 @@ def test_a_gpu_idle_without_input_wait_says_the_step_is_the_bottleneck():
     assert found.severity == "info" and "torch.profiler" in found.suggestion
 
 
-@pytest.mark.parametrize("util, ticks", [(80.0, 12), (20.0, 5)], ids=["busy", "too-short"])
+@pytest.mark.parametrize("util, ticks", [(80.0, 12), (20.0, 4)], ids=["busy", "too-few-readings"])
 def test_gpu_underutilized_needs_a_low_share_held_a_while(util, ticks):
     assert not only(diagnose(bound_window(80.0, gpu_util=util, ticks=ticks)), "gpu-underutilized")
 

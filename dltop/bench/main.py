@@ -27,7 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--step-ms", type=float, default=20.0, help="training step stand-in per batch (default 20)")
     parser.add_argument("--step-kind", choices=["sleep", "cpu"], default="sleep",
-                        help="without CUDA: sleep (a GPU computing) or spin a core (default sleep)")  # fmt: skip
+                        help="without CUDA: sleep (a GPU computing) or compute on CPU (default sleep)")  # fmt: skip
+    parser.add_argument("--step-threads", type=int, default=1, metavar="N",
+                        help="with --step-kind cpu: torch intra-op threads of the step (a trainer's own parallelism"
+                        " competes with its workers for CPUs); default 1")  # fmt: skip
     parser.add_argument("--compare", nargs="+", metavar="CONFIG",
                         help="run these side by side, e.g. num_workers=2 num_workers=6,prefetch_factor=4")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of --compare (default 3)")
@@ -46,8 +49,8 @@ def run_bench(args: argparse.Namespace) -> int:
     compared = [parse_config(text) for text in args.compare] if args.compare else None
     base = parse_config(args.base)
     methods = [parse_config(f"start_method={m}").start_method for m in filter(None, args.start_methods.split(","))]
-    if args.batch_size < 1 or args.chunks < 1 or args.rounds < 1:
-        raise DltopError("--batch-size, --chunks and --rounds must be at least 1")
+    if args.batch_size < 1 or args.chunks < 1 or args.rounds < 1 or args.step_threads < 1:
+        raise DltopError("--batch-size, --chunks, --rounds and --step-threads must be at least 1")
 
     # torch warns at import when numpy is missing; the bench does not use numpy
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -61,7 +64,7 @@ def run_bench(args: argparse.Namespace) -> int:
     # torch warns when num_workers exceeds its CPU estimate: sweeping past it is the point here
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     with user_factory(args.dataset) if args.dataset else synthetic(args.workload) as workload:
-        step = Step(args.step_ms, args.step_kind)
+        step = Step(args.step_ms, args.step_kind, args.step_threads)
         gpu_util = _gpu_util_reader() if step.kind == "cuda" else None
         timing = Timing(args.warmup_s, args.chunk_s, args.chunks)
         setup = _setup(args, workload, step, cpus)
@@ -119,6 +122,7 @@ def _setup(args: argparse.Namespace, workload, step, cpus: int) -> dict:
         "batch_size": args.batch_size,
         "step_ms": args.step_ms,
         "step_kind": step.kind,
+        "step_threads": step.threads,
         "torch_version": torch.__version__,
     }
 

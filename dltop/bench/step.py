@@ -1,7 +1,8 @@
 """The training-step stand-in the bench runs on every batch, so loading overlaps compute as in
 training: on CUDA the batch is copied with ``non_blocking=True`` and a matmul loop sized to
-``step_ms`` runs; without CUDA the step sleeps (the GPU computing while the host waits) or spins
-(``cpu``: a CPU-only job whose step competes with the workers for cores)."""
+``step_ms`` runs; without CUDA the step sleeps (the GPU computing while the host waits) or
+computes (``cpu``: a CPU-only job whose step competes with the workers for cores): one thread
+spins, several run a CPU matmul loop on torch's intra-op pool, as a trainer's model does."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import torch
 
 MATMUL_N = 1024
+CPU_MATMUL_N = 128  # small enough that a step of a few ms is many matmuls (fine-grained calibration)
 
 
 def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
@@ -42,31 +44,42 @@ def count_samples(batch: Any) -> int:
 class Step:
     """Call with a batch; takes about ``step_ms``."""
 
-    def __init__(self, step_ms: float, kind: str = "sleep") -> None:
+    def __init__(self, step_ms: float, kind: str = "sleep", threads: int = 1) -> None:
         self.step_s = step_ms / 1000
         self.kind = "cuda" if torch.cuda.is_available() else kind
         self.device = torch.device("cuda") if self.kind == "cuda" else None
-        self._iterations = self._calibrate() if self.kind == "cuda" and step_ms > 0 else 0
+        self.threads = threads if self.kind == "cpu" else 1
+        if self.threads > 1:
+            torch.set_num_threads(self.threads)  # the DataLoader's workers set their own to 1
+        self._iterations = self._calibrate() if self.kind == "cuda" or self.threads > 1 else 0
 
     def _calibrate(self) -> int:
-        a = torch.randn(MATMUL_N, MATMUL_N, device=self.device)
+        size = MATMUL_N if self.kind == "cuda" else CPU_MATMUL_N
+        a = torch.randn(size, size, device=self.device)
         for _ in range(3):
             a @ a
-        torch.cuda.synchronize()
+        self._sync()
         began = time.perf_counter()
         for _ in range(20):
             a @ a
-        torch.cuda.synchronize()
+        self._sync()
         per = (time.perf_counter() - began) / 20
         self._a = a
-        return max(1, round(self.step_s / per))
+        return max(1, round(self.step_s / per)) if self.step_s else 0
+
+    def _sync(self) -> None:
+        if self.kind == "cuda":
+            torch.cuda.synchronize()
 
     def __call__(self, batch: Any) -> None:
         if self.kind == "cuda":
             to_device(batch, self.device, non_blocking=True)
             for _ in range(self._iterations):
                 self._a @ self._a
-            torch.cuda.synchronize()  # as loss.item() would: the step ends when the GPU is done
+            self._sync()  # as loss.item() would: the step ends when the GPU is done
+        elif self.threads > 1:
+            for _ in range(self._iterations):
+                self._a @ self._a
         elif self.kind == "cpu":
             deadline = time.perf_counter() + self.step_s
             while time.perf_counter() < deadline:

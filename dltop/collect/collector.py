@@ -56,8 +56,10 @@ class Collector:
         self.stacks = StackSampler(self.tree.root_pid, py_spy=py_spy, clock=clock, wall=wall) if stacks else None
         self.exits = ExitWatcher()
         self.startups = StartupWatcher(WORKER_COMMS)
+        self._probed_loaders: set = set()
         if self.stacks is not None:
             self.stacks.startups = self.startups.intervals
+            self._probed_loaders = self.stacks.probe_loaders(self.tree.trainer_pids)
         self.sources = SourceLines()
         self.logs = TrainerLogs()
         self._exit_codes: dict = {}  # pid -> exit code caught by the watcher (workers and trainers)
@@ -159,6 +161,7 @@ class Collector:
         """Tell discovery what stacks and the worker history proved: which processes run
         ``_worker_loop`` (or another target), and which trainers run a DataLoader with workers."""
         self.discovery.loader_trainers = {t for t, h in self.lifecycle.trainers.items() if h.started_total}
+        self.discovery.loader_trainers |= self._probed_loaders
         if self.stacks is None:
             return
         procs = self.stacks.procs.values()

@@ -308,7 +308,8 @@ class Discovery:
 
     def _starting_under_loader(self, pid: int) -> bool:
         """A childless multiprocessing child of a trainer (or of its forkserver) that runs a
-        DataLoader with workers, not yet named: a worker that is starting."""
+        DataLoader with workers, not (yet) named: a worker starting, or one a library renamed;
+        taken for a worker until its stack says it runs something else."""
         parent = self._ppid(pid)
         if self.is_forkserver(parent):
             parent = self._ppid(parent)

@@ -41,6 +41,7 @@ URGENT_DUMPS_PER_S = 0.5  # new workers, and workers that went quiet after worki
 DUMP_BURST = 4  # dumps that may start at once after a quiet spell (new workers, a hang)
 MAX_IN_FLIGHT = 4
 DUMP_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 1.0
 # py-spy reads every thread of the trainer per sample (a 16-worker trainer has 17 threads: ~2 ms a
 # sample): the rate is set from the last window's measured cost to stay within this CPU share.
 RECORD_CPU_SHARE = 0.006  # of one core, all trainers together
@@ -170,6 +171,26 @@ class StackSampler:
         self._urgent_tokens = min(float(DUMP_BURST), self._urgent_tokens + elapsed * URGENT_DUMPS_PER_S * self.share)
         self._start_records(now)
         self._start_dumps(now)
+
+    def probe_loaders(self, pids: list, timeout_s: float = PROBE_TIMEOUT_S) -> set:
+        """At attach: which of these trainers run a DataLoader with worker processes, from one
+        non-blocking dump each, waited for (briefly) so the very first tick knows a spawn worker
+        still importing torch for a worker, not a helper."""
+        if self.py_spy is None:
+            return set()
+        runs = {pid: PySpyRun(dump_command(self.py_spy, pid), timeout_s) for pid in pids}
+        found: set = set()
+        while runs:
+            for pid, run in list(runs.items()):
+                result = run.poll()
+                if result is None:
+                    continue
+                del runs[pid]
+                main = _main_thread(parse_dump(result.text), pid) if result.ok else None
+                if main is not None and stackframes.uses_worker_processes(list(main.frames)):
+                    found.add(pid)
+            time.sleep(0.01)
+        return found
 
     def trainer_time(self, pid: int) -> Optional[TrainerTime]:
         proc = self.procs.get(pid)

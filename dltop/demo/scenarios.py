@@ -47,7 +47,19 @@ SCENARIOS = {
         "--batches",
         "4000",
     ),  # fmt: skip
-    # short epochs without persistent_workers: every epoch starts its workers again
-    "respawning": ("--workers", "2", "--sample-ms", "4", "--step-ms", "10", "--batches", "15"),
+    # short epochs without persistent_workers under spawn: every epoch starts its workers again,
+    # each importing torch, and the trainer waits for them most of its time
+    "respawning": (
+        "--workers",
+        "2",
+        "--start-method",
+        "spawn",
+        "--sample-ms",
+        "4",
+        "--step-ms",
+        "10",
+        "--batches",
+        "15",
+    ),
 }
 DEFAULT_SCENARIO = "input-bound"

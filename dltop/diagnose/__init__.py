@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dltop.diagnose.advice import input_bound, pin_memory, too_many_workers, workers_respawning
 from dltop.diagnose.faults import stacks_unavailable, trainer_stalled, worker_died, worker_hung
+from dltop.diagnose.pending import pending
+from dltop.diagnose.relations import relate
 from dltop.diagnose.resources import (
     cpu_oversubscribed,
     disk_saturated,
@@ -36,17 +38,18 @@ RULES = (
     gpu_underutilized,
 )
 DEFAULTS = Settings()
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def diagnose(window: list, settings: Settings = DEFAULTS) -> list:
-    """Every finding the window supports, most severe first."""
+def diagnose(window: list, settings: Settings = DEFAULTS, related: bool = True) -> list:
+    """Every finding the window supports, consequences tied to their causes, most severe first.
+    ``related`` False leaves them unrelated (a live view holds findings first, then relates the
+    ones it shows: a consequence must not name a cause that is not on screen)."""
     if not window:
         return []
     findings: list = []
     for rule in RULES:
         findings.extend(rule(window, settings))
-    return sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.id, f.pids))
+    return relate(findings) if related else findings
 
 
-__all__ = ["Finding", "RULES", "Settings", "diagnose"]
+__all__ = ["Finding", "RULES", "Settings", "diagnose", "pending", "relate"]

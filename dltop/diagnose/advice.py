@@ -1,22 +1,18 @@
 """Advice: DataLoader settings that waste time or resources, each with the change to paste.
 
-Pure rules over a window of Snapshots (newest last); thresholds in ``Settings``.
+Pure rules over a window of Snapshots (newest last); thresholds in ``Settings``; the worker
+counts all come from one model (``capacity.py``), so input-bound, too-many-workers and
+cpu-oversubscribed never contradict each other.
 """
 
 from __future__ import annotations
 
 import math
 
-from dltop.diagnose.figures import (
-    WorkerFigures,
-    bench_args,
-    loader_call,
-    saturated_disks,
-    trusted_wait,
-    worker_figures,
-)
+from dltop.diagnose.capacity import Capacity, capacities
+from dltop.diagnose.figures import bench_args, loader_change, trusted_wait
 from dltop.diagnose.settings import Settings
-from dltop.frames import user_frame
+from dltop.frames import costly_frame
 from dltop.model import Finding, LoaderSample, Snapshot
 from dltop.units import human_bytes
 
@@ -25,21 +21,28 @@ def workers_respawning(window: list, settings: Settings) -> list:
     latest: Snapshot = window[-1]
     findings = []
     for loader in latest.loaders:
-        workers = loader.num_workers  # 0 between epochs when the setting was not read yet: wait
+        workers = loader.num_workers  # the most seen alive at once until a worker's settings are read
         if not workers or loader.persistent_workers is not False:
             continue
         if loader.worker_respawns < workers * settings.respawn_epochs:
             continue
         spent = loader.trainer_time
         startup = spent.starting_workers_percent if spent else None
-        cost = f" Starting workers took {startup:.1f}% of the trainer's time." if startup is not None else ""
+        cost = (
+            f" The trainer spent {startup:.0f}% of its time starting (and stopping) them, waiting for each"
+            " epoch's first batches."
+            if startup is not None
+            else ""
+        )
         findings.append(
             Finding(
                 id="workers-respawning",
                 severity="warning" if startup is not None and startup >= settings.respawn_cost_percent else "info",
-                title=f"DataLoader workers of trainer {loader.trainer_pid} are restarted every epoch",
-                detail=f"{loader.worker_respawns} worker processes replaced so far ({loader.start_method} start: each"
-                f" epoch pays process start-up, dataset pickling and worker_init_fn again).{cost}",
+                title=f"DataLoader workers of trainer {loader.trainer_pid} are restarted every epoch"
+                + (f": start-up takes {startup:.0f}% of its time" if startup is not None else ""),
+                detail=f"At least {loader.worker_respawns} worker processes replaced so far (workers that live less"
+                f" than a tick go unseen; {loader.start_method} start: each epoch pays process start-up, dataset"
+                f" pickling and worker_init_fn again).{cost}",
                 pids=[loader.trainer_pid],
                 evidence={
                     "trainer_pid": loader.trainer_pid,
@@ -47,8 +50,10 @@ def workers_respawning(window: list, settings: Settings) -> list:
                     "num_workers": loader.num_workers,
                     "start_method": loader.start_method,
                     "starting_workers_percent": startup,
+                    "change": {"persistent_workers": True},
                 },
-                suggestion=f"{loader_call(loader, persistent_workers=True)}  # workers live across epochs",
+                suggestion=loader_change(loader, persistent_workers=True),
+                impact=(startup or 0.0) / 100,
             )
         )
     return findings
@@ -69,7 +74,7 @@ def pin_memory(window: list, settings: Settings) -> list:
                     "Batches are not pinned although the trainer uses a GPU",
                     "Without pin_memory each host-to-GPU copy is synchronous and staged through a bounce "
                     "buffer; pinned batches copy asynchronously while the GPU computes.",
-                    f"{loader_call(loader, pin_memory=True)}  # and batch.to(device, non_blocking=True)",
+                    f"{loader_change(loader, pin_memory=True)}; and batch.to(device, non_blocking=True)",
                 )
             )
         elif loader.pin_memory and not uses_gpu and latest.gpu_status == "ok":
@@ -80,7 +85,7 @@ def pin_memory(window: list, settings: Settings) -> list:
                     "pin_memory=True but the trainer uses no GPU",
                     "A pin-memory thread copies every batch into page-locked memory that nothing reads "
                     "asynchronously: CPU time and locked RAM for nothing.",
-                    loader_call(loader, pin_memory=False),
+                    loader_change(loader, pin_memory=False),
                 )
             )
     return findings
@@ -95,103 +100,121 @@ def _pin_finding(loader: LoaderSample, severity: str, title: str, detail: str, s
         pids=[loader.trainer_pid],
         evidence={"trainer_pid": loader.trainer_pid, "pin_memory": loader.pin_memory},
         suggestion=suggestion,
+        impact=0.02,
     )
 
 
 def input_bound(window: list, settings: Settings) -> list:
-    """The trainer waits for data: how many workers would keep up, from a model, within the caps.
-
-    With data-wait share W and N workers busy a share u of the time, producing at the rate the
-    trainer consumes, the trainer's own time per batch is (1 - W) of it; workers needed to keep up
-    with that alone: N * u / (1 - W) (num_workers=0: W / (1 - W), the fetch then runs in the
-    trainer). Capped by the CPUs the job may use (minus what the trainers use), by memory (the
-    workers' private memory), and not raised at all when a disk the job reads is saturated.
-    """
-    latest: Snapshot = window[-1]
-    findings = []
-    for loader in latest.loaders:
-        wait = trusted_wait(loader, settings.min_stack_samples)
-        if wait is not None and wait * 100 >= settings.input_bound_percent:
-            findings.append(_input_bound_finding(window, latest, loader, wait, settings))
-    return findings
+    """The trainer waits for data: how many workers would keep up (capacity.py's model), or, when
+    the CPUs bind, what frees them."""
+    return [
+        _input_bound_finding(window, cap, settings)
+        for cap in capacities(window, settings)
+        if cap.wait is not None and cap.wait * 100 >= settings.input_bound_percent
+    ]
 
 
-def _input_bound_finding(window: list, latest: Snapshot, loader: LoaderSample, wait: float, settings: Settings):
-    pids = set(loader.worker_pids)
-    workers = max(loader.num_workers, len(pids))
-    figures = worker_figures(window, pids)
-    busy = figures.busy
-    needed = math.ceil(round((workers * busy if workers else 1) / max(1 - wait, 0.05) * settings.workers_headroom, 6))
-    caps = _caps(window, loader, figures, settings)
-    suggested = max(workers, min([needed, *caps.values()]))
-    binding = min(caps, key=caps.get) if caps and min(caps.values()) < needed else None
-    hot = _hottest_user_frame(window, pids or {loader.trainer_pid})
-    evidence = {
-        "trainer_pid": loader.trainer_pid,
-        "data_wait_percent": round(wait * 100, 1),
-        "num_workers": workers,
-        "worker_busy_percent": round(busy * 100, 1),
-        "worker_cpu_percent": round(figures.cpu * 100, 1),
-        "workers_needed": needed,
-        "suggested_workers": suggested,
-        "caps": caps,
-        "hottest_user_frame": hot,
-    }
-    replay = None
-    if suggested > workers:
-        limit = f" (capped by {binding})" if binding else ""
-        suggestion = f"{loader_call(loader, num_workers=suggested)}  # from {workers}{limit}"
-        replay = bench_args(loader, figures, wait, _trainer_cpu(window, loader.trainer_pid), num_workers=suggested)
-    elif binding == "disk":
-        suggestion = "More workers will not help: the disk is saturated (see disk-saturated)."
-    else:
-        suggestion = (
-            f"More workers will not fit ({binding or 'model'} limit): make each sample cheaper"
-            + (f", starting with {hot}" if hot else "")
-            + " (decode smaller images, cache preprocessed samples, move augmentation to the GPU)."
-        )
+def _input_bound_finding(window: list, cap: Capacity, settings: Settings) -> Finding:
+    loader, workers, wait = cap.loader, cap.workers, cap.wait
+    hot = _costly_frame(window, set(loader.worker_pids) or {loader.trainer_pid})
+    suggested, binding, threads = cap.suggested, cap.binding, cap.trainer_threads()
+    detail, suggestion, change, replay = _input_bound_advice(cap, hot, suggested, binding, threads)
     return Finding(
         id="input-bound",
         severity="warning" if wait * 100 >= settings.input_bound_warning_percent else "info",
         title=f"Trainer {loader.trainer_pid} waits for data {wait * 100:.0f}% of the time",
-        detail=f"{workers} worker(s), busy {busy * 100:.0f}% of the time; keeping up would take about {needed}"
-        f" worker(s).",
+        detail=detail,
         pids=[loader.trainer_pid],
-        evidence=evidence,
+        evidence={
+            "trainer_pid": loader.trainer_pid,
+            "data_wait_percent": round(wait * 100, 1),
+            "starting_workers_percent": loader.trainer_time.starting_workers_percent if loader.trainer_time else None,
+            "num_workers": workers,
+            "worker_busy_percent": round(cap.figures.busy * 100, 1),
+            "worker_cpu_percent": round(cap.figures.cpu * 100, 1),
+            "workers_needed": cap.needed,
+            "suggested_workers": suggested,
+            "speedup_by_pace": _round(cap.speedup_pace),
+            "speedup_by_cpus": _round(cap.speedup_cpus),
+            "cpus_allowed": cap.cpus_allowed,
+            "job_cpu": _round(cap.job_cpu),
+            "trainer_threads_cpu": round(cap.trainer_threads_cpu, 2),
+            "caps": cap.caps,
+            "binding": binding,
+            "needs": cap.missing,
+            "hottest_user_frame": hot,
+            "change": change,
+        },
         suggestion=suggestion,
         bench_args=replay,
+        impact=wait,
     )
 
 
-def _trainer_cpu(window: list, trainer_pid: int) -> float:
-    """The trainer's mean CPU share of a core over the window."""
-    shares = [p.cpu_percent / 100 for s in window[1:] for p in s.processes if p.pid == trainer_pid and p.cpu_percent]
-    return sum(shares) / len(shares) if shares else 0.0
+def _input_bound_advice(cap: Capacity, hot, suggested, binding, threads) -> tuple:
+    """(detail, suggestion, change, bench args): one story, its sentences agreeing with its figures."""
+    loader, workers, wait = cap.loader, cap.workers, cap.wait
+    if workers:
+        now = f"{workers} worker(s), each busy {cap.figures.busy * 100:.0f}% of the time"
+    else:
+        now = f"num_workers=0: the trainer fetches every batch itself, {wait * 100:.0f}% of its time"
+    if cap.missing is not None:
+        return (f"{now}. dltop cannot size num_workers yet: it needs {cap.missing}.",
+                f"Not enough evidence for a number yet: dltop needs {cap.missing}.", None, None)  # fmt: skip
+    limit = "the CPUs the job may use" if cap.limited_by_cpus else "its own pace"
+    reach = f"{now}. The trainer could run {cap.speedup:.2f}x faster before {limit} stop it"
+    if binding == "disk":
+        return (f"{reach}, but the disk it reads is saturated.",
+                "More workers will not help: the disk is saturated (see disk-saturated).", None, None)  # fmt: skip
+    change = {}
+    parts = []
+    if threads is not None:
+        parts.append(
+            f"OMP_NUM_THREADS={threads} for the trainer (or torch.set_num_threads({threads})): its intra-op"
+            f" threads use {cap.trainer_threads_cpu:.1f} of the {cap.cpus_allowed:g} CPUs its workers need"
+        )
+        change["OMP_NUM_THREADS"] = threads
+    more = suggested is not None and suggested > workers
+    if more:
+        parts.append(loader_change(loader, num_workers=suggested))
+        change["num_workers"] = suggested
+    who = "Its workers" if workers else "The fetch"
+    io = f" {who} mostly wait (storage, network) rather than compute, so more workers than CPUs fit." if (
+        more and cap.io_bound_workers and suggested > (cap.cpus_per_rank or suggested)) else ""  # fmt: skip
+    if more:
+        capped = f" (capped by {binding})" if binding else ""
+        detail = f"{reach}: that takes about {suggested} worker(s){capped}.{io}"
+        replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=suggested)
+    else:
+        what = f"{binding} limit" if binding else "no more are needed at this pace"
+        detail = f"{reach}; {cap.needed} worker(s) would do, so more will not help ({what})."
+        replay = None
+    if not more:
+        parts.append(
+            "make each sample cheaper" + (f", starting with {hot}" if hot else "")
+            + " (decode smaller images, cache preprocessed samples, move augmentation to the GPU)"
+        )  # fmt: skip
+    return detail, "; then ".join(parts), change or None, replay
 
 
-def _caps(window: list, loader: LoaderSample, figures: WorkerFigures, settings: Settings) -> dict:
-    caps = {}
-    latest: Snapshot = window[-1]
-    system = latest.system
-    if system is not None and figures.busy > 0 and figures.cpu / figures.busy > 0.05:
-        trainers = sum((p.cpu_percent or 0) / 100 for p in latest.processes if p.role == "trainer")
-        # a quarter of a worker's CPU over is fine: the trainers' share is a mean, not a reservation
-        caps["cpus"] = max(1, math.floor((system.cpus_allowed - trainers) / (figures.cpu / figures.busy) + 0.25))
-    if system is not None and figures.memory:
-        caps["memory"] = len(loader.worker_pids) + math.floor(0.5 * system.mem_available_bytes / figures.memory)
-    if saturated_disks(window, settings.disk_util_percent, settings.disk_await_ms):
-        caps["disk"] = loader.num_workers
-    return caps
+def _round(value):
+    return round(value, 2) if value is not None else None
 
 
-def _hottest_user_frame(window: list, pids: set):
+def _costly_frame(window: list, pids: set):
+    """Where the fetch spends its time, counted over the window's stacks of these processes (a
+    stack repeats as the same object from tick to tick until it changes: judged once)."""
     counts: dict = {}
+    judged: dict = {}
     for snap in window:
         for p in snap.processes:
             if p.pid in pids and p.stack:
-                frame = user_frame(p.stack)
-                if frame is not None:
-                    counts[frame.where()] = counts.get(frame.where(), 0) + 1
+                key = id(p.stack)
+                if key not in judged:
+                    frame = costly_frame(p.stack)
+                    judged[key] = frame.where() if frame is not None else None
+                if judged[key] is not None:
+                    counts[judged[key]] = counts.get(judged[key], 0) + 1
     return max(counts, key=counts.get) if counts else None
 
 
@@ -202,14 +225,12 @@ def too_many_workers(window: list, settings: Settings) -> list:
     N * u workers working flat out would, so ceil(N * u * headroom) keep up; the headroom is
     generous (1.5) because a loader must absorb slow samples, not just the mean.
     """
-    latest: Snapshot = window[-1]
     findings = []
-    for loader in latest.loaders:
+    for cap in capacities(window, settings):
+        loader, workers, figures = cap.loader, cap.loader.num_workers, cap.figures
         wait = trusted_wait(loader, settings.min_stack_samples)
-        workers = loader.num_workers
         if wait is None or wait * 100 >= settings.too_many_wait_percent or workers < 2:
             continue
-        figures = worker_figures(window, set(loader.worker_pids))
         # Workers that did nothing at all belong to a loader not being iterated now (a validation
         # loader between passes): nothing to judge.
         if not 0.01 <= figures.working < settings.idle_workers_percent / 100:
@@ -236,11 +257,11 @@ def too_many_workers(window: list, settings: Settings) -> list:
                     "worker_busy_percent": round(figures.working * 100, 1),
                     "suggested_workers": suggested,
                     "memory_freed_bytes": round(freed),
+                    "change": {"num_workers": suggested},
                 },
-                suggestion=f"{loader_call(loader, num_workers=suggested)}  # from {workers}",
-                bench_args=bench_args(
-                    loader, figures, wait, _trainer_cpu(window, loader.trainer_pid), num_workers=suggested
-                ),
+                suggestion=loader_change(loader, num_workers=suggested),
+                bench_args=bench_args(loader, figures, wait, cap.trainer_cpu, num_workers=suggested),
+                impact=0.01,
             )
         )
     return findings

@@ -52,6 +52,7 @@ def stacks_unavailable(window: list, settings: Settings) -> list:
             pids=[latest.job.pid],
             evidence={"stacks_status": latest.stacks_status},
             suggestion=latest.stacks_fix or "run dltop as root",
+            impact=0.5,
         )
     ]
 
@@ -76,8 +77,8 @@ def worker_hung(window: list, settings: Settings) -> list:
 def _waits_for_data(trainer: Optional[ProcessSample], wait_percent: Optional[float], settings: Settings) -> bool:
     if trainer is None or trainer.state in ("zombie", "gone", "exited"):
         return False
-    if trainer.activity != "unknown":
-        return trainer.activity == "waiting-for-data"
+    if trainer.activity != "unknown":  # waiting for a batch, or for an epoch's first batches
+        return trainer.activity in ("waiting-for-data", "starting-workers")
     return wait_percent is not None and wait_percent >= settings.trainer_waiting_percent
 
 
@@ -111,6 +112,7 @@ def _hung_finding(worker: ProcessSample, trainer: ProcessSample) -> Finding:
             "state": worker.state,
         },
         suggestion=DEADLOCK_FIX if deadlock else BLOCKED_FIX,
+        impact=1.0,  # its trainer waits for the batch it holds, for ever
     )
 
 
@@ -169,6 +171,7 @@ def _died_finding(gone, latest: Snapshot) -> Finding:
         suggestion=hint
         or "Look at the trainer's log for the worker's traceback; torch reports "
         "'DataLoader worker (pid N) exited unexpectedly'.",
+        impact=1.0,
     )
 
 
@@ -209,6 +212,7 @@ def trainer_stalled(window: list, settings: Settings) -> list:
                 },
                 suggestion="Do not change the DataLoader for this. If the call is a collective, find the rank "
                 "that has not arrived (dltop --pid on each rank; py-spy dump on the others).",
+                impact=1.0,
             )
         )
     return findings

@@ -6,9 +6,10 @@ import itertools
 from dataclasses import dataclass
 from typing import Optional
 
-from dltop.model import LoaderSample
+from dltop.model import LoaderSample, Snapshot
 
 BUSY = ("fetching", "collating", "sending", "stuck")
+JOB_ROLES = ("trainer", "worker")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,12 @@ def private_memory(proc) -> Optional[int]:
 def elapsed(window: list) -> list:
     """Seconds since the window's first snapshot, one per snapshot (from each tick's window_s)."""
     return [0.0, *itertools.accumulate(snap.window_s for snap in window[1:])]
+
+
+def job_sum(snap: Snapshot, attr: str, roles: tuple = JOB_ROLES) -> Optional[float]:
+    """Sum of a per-process percentage over the job's processes, in cores; None if none has it."""
+    values = [getattr(p, attr) for p in snap.processes if p.role in roles and getattr(p, attr) is not None]
+    return sum(values) / 100 if values else None
 
 
 def mean_over(window: list, pick) -> Optional[float]:
@@ -92,15 +99,17 @@ def trusted_wait(loader: LoaderSample, min_samples: int) -> Optional[float]:
     return loader.data_wait_percent / 100
 
 
-def loader_call(loader: LoaderSample, **changes: object) -> str:
-    """A paste-ready DataLoader(...) line with what is known of the current settings and the change."""
-    settings = {"num_workers": loader.num_workers or None, "persistent_workers": loader.persistent_workers}
-    if loader.pin_memory is not None:
-        settings["pin_memory"] = loader.pin_memory
-    settings.update(changes)
-    name = loader.dataset or "dataset"
-    args = ", ".join(f"{k}={v!r}" for k, v in settings.items() if v is not None)
-    return f"DataLoader({name[:1].lower() + name[1:]}, ..., {args})"
+def loader_change(loader: LoaderSample, **changes: object) -> str:
+    """The keyword arguments to set, paste-ready, and which DataLoader they go in: its dataset's
+    class as the job's code spells it and the line that builds it, where dltop found them; and
+    the values they replace, where known."""
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in changes.items())
+    which = f"the DataLoader over {loader.dataset}" if loader.dataset else "the DataLoader"
+    where = f" ({loader.built_at})" if loader.built_at else ""
+    current = {"num_workers": loader.num_workers, "persistent_workers": loader.persistent_workers,
+               "pin_memory": loader.pin_memory}  # fmt: skip
+    was = ", ".join(f"{k}={current[k]!r}" for k in changes if current.get(k) is not None)
+    return f"{kwargs}  # in {which}{where}" + (f"; now {was}" if was else "")
 
 
 TWIN_STEP_MS = 20.0
@@ -111,25 +120,28 @@ def bench_args(loader: LoaderSample, figures: WorkerFigures, wait: float, traine
 
     The twin keeps what dltop measured as ratios, scaled to a 20 ms step (the absolute batch rate
     is not known): per batch, the trainer's own time S and the workers' time N * working * S / (1 - W),
-    split into CPU and waiting as the workers' CPU share says; the step spins when the trainer
-    computed on CPU, else sleeps (a GPU step). One twin sample stands for one batch.
+    split into CPU and waiting as the workers' CPU share says, spread over the batch's real size
+    when a worker showed it. The step computes on CPU when the trainer did, with as many threads as
+    the cores it kept busy while running (its intra-op threads compete with the workers, as in the
+    job), else sleeps (a GPU step).
     """
     workers = loader.num_workers
     period = TWIN_STEP_MS / max(1 - wait, 0.05)
     batch_ms = (workers * figures.working if workers else wait) * period
     cpu_share = min(1.0, figures.cpu / figures.working) if workers and figures.working else 1.0
-    step_kind = "cpu" if trainer_cpu / max(1 - wait, 0.05) > 0.5 else "sleep"
+    running_cores = trainer_cpu / max(1 - wait, 0.05)
+    step = ["--step-kind", "cpu", "--step-threads", str(max(1, round(running_cores)))] if running_cores > 0.5 else []
+    size = loader.batch_size or 1
     current = {"num_workers": workers, "persistent_workers": loader.persistent_workers, "pin_memory": loader.pin_memory}
     proposed = {**current, **changes}
     return [
         "--workload",
-        f"twin:cpu_ms={batch_ms * cpu_share:.2f},io_ms={batch_ms * (1 - cpu_share):.2f},sample_kb=4",
+        f"twin:cpu_ms={batch_ms * cpu_share / size:.4g},io_ms={batch_ms * (1 - cpu_share) / size:.4g},sample_kb=4",
         "--batch-size",
-        "1",
+        str(size),
         "--step-ms",
         f"{TWIN_STEP_MS:g}",
-        "--step-kind",
-        step_kind,
+        *step,
         "--compare",
         _bench_config(current),
         _bench_config(proposed),

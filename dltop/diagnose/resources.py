@@ -5,21 +5,15 @@ open files, GPUs. Pure rules over a window of Snapshots (newest last); threshold
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Optional
 
 from dltop.diagnose.advice import input_bound
-from dltop.diagnose.figures import (
-    elapsed,
-    loader_call,
-    mean_over,
-    saturated_disks,
-    worker_figures,
-)
+from dltop.diagnose.capacity import THREADS_CPU, capacities
+from dltop.diagnose.figures import elapsed, job_sum, loader_change, mean_over, saturated_disks
 from dltop.diagnose.settings import Settings
 from dltop.model import Finding, Snapshot
 from dltop.units import human_bytes
-
-JOB_ROLES = ("trainer", "worker")
 
 
 def fd_near_limit(window: list, settings: Settings) -> list:
@@ -53,6 +47,7 @@ def fd_near_limit(window: list, settings: Settings) -> list:
                 pids=[proc.pid],
                 evidence={"pid": proc.pid, "num_fds": proc.num_fds, "fd_limit": proc.fd_limit, "fd_kinds": kinds},
                 suggestion=fix,
+                impact=share / 100,
             )
         )
     return findings
@@ -63,34 +58,44 @@ def cpu_oversubscribed(window: list, settings: Settings) -> list:
 
     CPU% alone cannot show it (it tops out at the CPUs allowed); the run-queue wait of each
     process's main thread (schedstat) can. CPU wanted = used + waiting, summed over the job.
+    What to change depends on who starves: a trainer that waits for data needs its workers (so
+    never fewer of them); its own intra-op threads are what to cut. A trainer that never waits
+    has workers to spare.
     """
     latest: Snapshot = window[-1]
     if latest.system is None or len(window) < 2:
         return []
     allowed = latest.system.cpus_allowed
-    used = mean_over(window[1:], lambda s: _job_sum(s, "cpu_percent"))
-    waiting = mean_over(window[1:], lambda s: _job_sum(s, "cpu_wait_percent"))
+    used = mean_over(window[1:], lambda s: job_sum(s, "cpu_percent"))
+    waiting = mean_over(window[1:], lambda s: job_sum(s, "cpu_wait_percent"))
     if used is None or waiting is None or used + waiting < settings.oversubscribed_ratio * allowed:
         return []
     trainers = [p for p in latest.processes if p.role == "trainer" and p.state != "zombie"]
     ranks = max(1, len(trainers))
     per_rank = allowed / ranks
-    trainer_cpu = mean_over(window[1:], lambda s: _job_sum(s, "cpu_percent", ("trainer",))) or 0.0
-    per_trainer = trainer_cpu / ranks
+    caps = capacities(window, settings)
+    starving = [c for c in caps if c.wait is not None and c.wait * 100 >= settings.input_bound_percent]
+    threads = next((c for c in caps if c.trainer_threads_cpu >= THREADS_CPU), None)
     advice = []
-    for loader in latest.loaders:
-        figures = worker_figures(window, set(loader.worker_pids))
-        wants = min(1.0, figures.cpu + figures.cpu_wait) or 1.0
-        fit = max(1, math.floor(max(per_rank - min(per_trainer, per_rank - 1), 1) / wants))
-        if loader.num_workers and fit < loader.num_workers:
-            advice.append(f"{loader_call(loader, num_workers=fit)}  # trainer {loader.trainer_pid}")
-    threads = ""
-    if per_trainer > 1.5:
-        threads = (
-            f" Each trainer uses {per_trainer:.1f} cores itself (intra-op threads): set OMP_NUM_THREADS="
-            f"{max(1, math.floor(per_rank / 2))} (or torch.set_num_threads) so ranks and workers share {per_rank:.1f}"
-            " CPUs each."
+    if threads is not None:
+        count = max(1, math.floor(per_rank - threads.workers * threads.figures.cpu))
+        advice.append(
+            f"OMP_NUM_THREADS={count} for the trainer(s) (or torch.set_num_threads({count})): each runs intra-op"
+            f" threads using {threads.trainer_threads_cpu:.1f} cores beside its main thread, on CPUs its workers need"
         )
+    if starving:
+        advice.append(
+            "keep num_workers: the trainer waits for data, and fewer workers would starve it more; make samples"
+            " cheaper or give the job more CPUs"
+        )
+    else:
+        for cap in caps:
+            wants = min(1.0, cap.figures.cpu + cap.figures.cpu_wait) or 1.0
+            trainer_share = min(cap.trainer_cpu, per_rank - 1)
+            fit = max(1, math.floor(max(per_rank - trainer_share, 1) / wants))
+            if cap.loader.num_workers and fit < cap.loader.num_workers:
+                rank = f", trainer {cap.loader.trainer_pid}" if ranks > 1 else ""
+                advice.append(loader_change(cap.loader, num_workers=fit) + rank)
     ranks_text = f" across {ranks} ranks ({per_rank:.1f} CPUs per rank)" if ranks > 1 else ""
     return [
         Finding(
@@ -98,25 +103,22 @@ def cpu_oversubscribed(window: list, settings: Settings) -> list:
             severity="warning",
             title=f"The job wants {used + waiting:.1f} CPUs and may use {allowed:g}",
             detail=f"Its processes used {used:.1f} CPUs and waited runnable for a CPU {waiting:.1f} CPUs' worth of the"
-            f" time{ranks_text}: workers and trainers slow each other down, so adding workers makes it worse.",
+            f" time{ranks_text}: workers and trainers slow each other down"
+            + (", and the trainer still waits for data." if starving else "; the trainer does not wait for data."),
             pids=[p.pid for p in trainers],
             evidence={
                 "cpus_allowed": allowed,
                 "cpu_used": round(used, 2),
                 "cpu_waiting": round(waiting, 2),
                 "ranks": ranks,
-                "trainer_cpu_per_rank": round(per_trainer, 2),
+                "trainer_threads_cpu": round(threads.trainer_threads_cpu, 2) if threads else 0.0,
+                "trainer_waits_for_data": bool(starving),
                 "host_cpu_busy_percent": latest.system.cpu_busy_percent,
             },
-            suggestion=("; ".join(advice) or "Fewer workers per trainer.") + threads,
+            suggestion="; ".join(advice) or "Fewer workers per trainer.",
+            impact=waiting / (used + waiting),
         )
     ]
-
-
-def _job_sum(snap: Snapshot, attr: str, roles: tuple = JOB_ROLES) -> Optional[float]:
-    """Sum of a per-process percentage over the job's processes, in cores; None if none has it."""
-    values = [getattr(p, attr) for p in snap.processes if p.role in roles and getattr(p, attr) is not None]
-    return sum(values) / 100 if values else None
 
 
 def disk_saturated(window: list, settings: Settings) -> list:
@@ -146,6 +148,7 @@ def disk_saturated(window: list, settings: Settings) -> list:
                 },
                 suggestion=f"Read less from {disk.name}: fewer, larger reads (pack samples into shards: WebDataset,"
                 " LMDB, arrow), cache decoded samples in RAM or on local NVMe, or move the dataset to faster storage.",
+                impact=max(waits) / 100 if starving else 0.05,
             )
         )
     return findings
@@ -158,11 +161,9 @@ def worker_memory_growth(window: list, settings: Settings) -> list:
     times = elapsed(window)
     findings = []
     for loader in latest.loaders:
-        growing = {}
-        for pid in loader.worker_pids:
-            slope = _steady_slope(times, window, pid, settings)
-            if slope is not None:
-                growing[pid] = slope
+        series = memory_points(times, window, set(loader.worker_pids))
+        lines = {pid: steady_growth(points, settings) for pid, points in series.items()}
+        growing = {pid: line.bytes_per_s for pid, line in lines.items() if line is not None}
         if not growing:
             continue
         rate = sum(growing.values())
@@ -197,38 +198,75 @@ def worker_memory_growth(window: list, settings: Settings) -> list:
                     "memory_available_bytes": available,
                     "seconds_to_exhaustion": round(to_exhaust) if to_exhaust else None,
                     "start_method": loader.start_method,
+                    "confidence": {pid: lines[pid].evidence() for pid in sorted(growing)},
                 },
                 suggestion=fix + ".",
+                impact=min(1.0, 600 / to_exhaust) if to_exhaust else 0.1,
             )
         )
     return findings
 
 
-def _steady_slope(times: list, window: list, pid: int, settings: Settings) -> Optional[float]:
-    """Bytes/s of a worker's private memory when it rises along a straight line, else None.
+@dataclass(frozen=True)
+class Growth:
+    """A least-squares line through a worker's distinct memory readings, and how sure it is."""
+
+    bytes_per_s: float
+    points: int
+    span_s: float
+    r2: float
+    t: float  # the slope over its standard error: large for a steep clean line, small for noise
+
+    def evidence(self) -> dict:
+        return {"points": self.points, "span_s": round(self.span_s, 1), "r2": round(self.r2, 3), "t": round(self.t, 1)}
+
+
+def memory_points(times: list, window: list, pids: set) -> dict:
+    """{pid: [(seconds, bytes)]} of each worker's private memory each time its reading changed.
 
     USS when dltop can read it, else RSS (never a mix: RSS counts shared pages). Memory is re-read
-    within a CPU budget, so a reading can repeat: only changed readings count.
+    within a CPU budget, so a reading can repeat: only changed readings are points.
     """
-    rows = [(t, p) for t, snap in zip(times, window) for p in snap.processes if p.pid == pid]
-    field = "uss_bytes" if any(p.uss_bytes is not None for _, p in rows) else "rss_bytes"
-    points: list = []
-    for t, proc in rows:
-        value = getattr(proc, field)
-        if value is not None and (not points or value != points[-1][1]):
-            points.append((t, value))
-    if len(points) < 4 or points[-1][0] - points[0][0] < settings.memory_growth_min_s:
-        return None
+    rows: dict = {pid: [] for pid in pids}
+    for t, snap in zip(times, window):
+        for proc in snap.processes:
+            if proc.pid in rows:
+                rows[proc.pid].append((t, proc))
+    series = {}
+    for pid, seen in rows.items():
+        field = "uss_bytes" if any(p.uss_bytes is not None for _, p in seen) else "rss_bytes"
+        points: list = []
+        for t, proc in seen:
+            value = getattr(proc, field)
+            if value is not None and (not points or value != points[-1][1]):
+                points.append((t, value))
+        series[pid] = points
+    return series
+
+
+def steady_growth(points: list, settings: Settings) -> Optional[Growth]:
+    """The line, when it rises steadily enough to be sure of: judged by its evidence (a slope many
+    standard errors from zero, a good fit, a real rise), not by how long it was watched, so a steep
+    clean line is reported within seconds and a shallow noisy one only once it has built up."""
     n = len(points)
+    if n < settings.memory_growth_points:
+        return None
     mean_t, mean_v = sum(t for t, _ in points) / n, sum(v for _, v in points) / n
     var_t = sum((t - mean_t) ** 2 for t, _ in points)
     var_v = sum((v - mean_v) ** 2 for _, v in points)
     if not var_t or not var_v:
         return None
     slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / var_t
-    fit = slope * slope * var_t / var_v  # R^2 of the least-squares line
-    rise = slope * (points[-1][0] - points[0][0])
-    return slope if fit >= settings.memory_growth_fit and rise >= settings.memory_growth_min_bytes else None
+    r2 = min(1.0, slope * slope * var_t / var_v)
+    t_stat = math.sqrt(r2 / max(1 - r2, 1e-12) * (n - 2))
+    span = points[-1][0] - points[0][0]
+    if (
+        r2 < settings.memory_growth_fit
+        or t_stat < settings.memory_growth_t
+        or slope * span < settings.memory_growth_min_bytes
+    ):
+        return None
+    return Growth(slope, n, span, r2, t_stat)
 
 
 def _memory_available(latest: Snapshot) -> Optional[int]:
@@ -269,7 +307,8 @@ def shm_low(window: list, settings: Settings) -> list:
             pids=[ld.trainer_pid for ld in latest.loaders],
             evidence={"shm_total_bytes": total, "shm_peak_used_bytes": peak, "workers": workers},
             suggestion=f"Give the container more: `docker run --shm-size={size_gb}g` (or `--ipc=host`); or keep fewer "
-            "batches in flight: DataLoader(..., prefetch_factor=1) or fewer workers.",
+            "batches in flight: prefetch_factor=1 in the DataLoader, or fewer workers.",
+            impact=peak / total,
         )
     ]
 
@@ -278,22 +317,29 @@ def gpu_underutilized(window: list, settings: Settings) -> list:
     """A GPU the job holds is idle much of the time; tied to input-bound when the trainer on it
     waits for data ("starved by input"), else the bottleneck is in the training step itself."""
     latest: Snapshot = window[-1]
-    if latest.gpu_status != "ok" or elapsed(window)[-1] < settings.gpu_min_s:
+    if latest.gpu_status != "ok":
         return []
     starved = {f.evidence["trainer_pid"]: f for f in input_bound(window, settings)}
     findings = []
     for gpu in latest.gpus:
         holders = [p.pid for p in gpu.processes]
-        util = mean_over(window, lambda s, i=gpu.index: _gpu_util(s, i))
-        if not holders or util is None or util >= settings.gpu_busy_percent:
+        readings = [u for u in (_gpu_util(s, gpu.index) for s in window) if u is not None]
+        util = sum(readings) / len(readings) if readings else None
+        if not holders or len(readings) < settings.gpu_min_readings or util >= settings.gpu_busy_percent:
             continue
         starving = [starved[pid] for pid in holders if pid in starved]
+        starting = [ld for ld in latest.loaders if ld.trainer_pid in holders and ld.trainer_time
+                    and ld.trainer_time.starting_workers_percent >= settings.input_bound_percent]  # fmt: skip
         if starving:
             cause = (
                 f"starved by input: trainer {starving[0].pids[0]} waits for data"
                 f" {starving[0].evidence['data_wait_percent']:.0f}% of the time"
             )
             suggestion = f"Feed it faster (see input-bound): {starving[0].suggestion}"
+        elif starting:
+            spent = starting[0].trainer_time.starting_workers_percent
+            cause = f"idle while workers start: trainer {starting[0].trainer_pid} spends {spent:.0f}% of its time there"
+            suggestion = loader_change(starting[0], persistent_workers=True)
         else:
             cause = "the trainer does not wait for data, so the training step itself leaves it idle"
             suggestion = (
@@ -307,8 +353,15 @@ def gpu_underutilized(window: list, settings: Settings) -> list:
                 title=f"GPU {gpu.index} is busy {util:.0f}% of the time: {cause.split(':')[0]}",
                 detail=f"GPU {gpu.index} ({gpu.name}) held by pid(s) {', '.join(map(str, holders))}; {cause}.",
                 pids=holders,
-                evidence={"gpu": gpu.index, "util_percent": round(util, 1), "input_bound": bool(starving)},
+                evidence={
+                    "gpu": gpu.index,
+                    "util_percent": round(util, 1),
+                    "input_bound": bool(starving),
+                    "trainer_pids": holders,
+                    "readings": len(readings),
+                },  # fmt: skip
                 suggestion=suggestion,
+                impact=1 - util / 100,
             )
         )
     return findings

@@ -33,12 +33,14 @@ class Settings:
     # disk-saturated: a device the job reads from, busy this share of the time with this read await
     disk_util_percent: float = 90.0
     disk_await_ms: float = 10.0
-    # worker-memory-growth: a straight-line rise (fit R^2) over at least this long, of at least this much
-    memory_growth_min_s: float = 30.0
-    memory_growth_min_bytes: int = 16 << 20
+    # worker-memory-growth: a straight-line rise through at least this many distinct readings, with a fit
+    # (R^2) and a slope this many standard errors from zero, rising at least this much: evidence, not time
+    memory_growth_points: int = 4
     memory_growth_fit: float = 0.8
+    memory_growth_t: float = 6.0
+    memory_growth_min_bytes: int = 16 << 20
     # shm-low: /dev/shm at its fullest in the window above this share
     shm_full_share: float = 0.8
-    # gpu-underutilized: mean GPU busy share below this, over at least this long
+    # gpu-underutilized: mean GPU busy share below this, over at least this many NVML readings
     gpu_busy_percent: float = 50.0
-    gpu_min_s: float = 10.0
+    gpu_min_readings: int = 5

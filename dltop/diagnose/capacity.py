@@ -1,0 +1,162 @@
+"""How fast a job could go, and with how many workers: one model that every advice rule reads,
+so their suggestions agree (no rule undoes another's).
+
+A trainer fed by N workers runs at rate X0 (batches/s, unknown in absolute terms) and waits for
+data a share W of its time. Per batch it needs (1 - W) / X0 seconds of its own; each batch costs
+T / X0 CPU-seconds in the trainer and K / X0 in the workers, T and K being the cores they use now
+(window means). Faster than X0 it cannot go beyond its own pace, X0 / (1 - W), nor beyond what
+the CPUs allow, A / (T + K) * X0 with A the CPUs the job may use (affinity, cgroup quota) — every
+figure of the job's processes summed, so ranks sharing a node share its CPUs. The reachable
+speed-up is the smaller of the two; the workers for it, N * busy * speed-up (with a headroom),
+busy being the share of time a worker works. With num_workers=0 the trainer fetches itself: the
+fetch, a share W of its time, moves to the workers, and its CPU is already in T.
+
+When the CPUs bind and the trainer runs intra-op threads beside its main thread (torch's
+default: one per core), those threads take CPUs the workers need: fewer trainer threads is the
+change that helps, not fewer workers.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Optional
+
+from dltop.diagnose.figures import WorkerFigures, job_sum, mean_over, saturated_disks, trusted_wait, worker_figures
+from dltop.diagnose.settings import Settings
+from dltop.model import LoaderSample, Snapshot
+
+THREADS_CPU = 0.25  # cores a trainer's other threads use before they count as intra-op work
+CPU_BOUND = 1.15  # speed-up the CPUs allow below which the job is CPU-bound
+MIN_GAIN = 1.05  # a change the model says gains less than this is within its noise
+IO_BOUND_CPU = 0.5  # a busy worker on CPU less than this share of the time waits on I/O
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """One loader's figures and what the model makes of them. Shares are 0..1, CPUs in cores."""
+
+    loader: LoaderSample
+    wait: Optional[float]  # data wait (start-up excluded) once enough samples back it
+    workers: int
+    figures: WorkerFigures
+    cpus_allowed: Optional[float]
+    cpus_per_rank: Optional[float]  # the CPUs allowed shared by the trainers (ranks) on them
+    job_cpu: Optional[float]  # cores the job's trainers and workers use, window mean
+    trainer_cpu: float  # this trainer, window mean
+    trainer_threads_cpu: float  # its threads beyond the main one (intra-op), window mean
+    speedup_pace: Optional[float]  # 1 / (1 - W)
+    speedup_cpus: Optional[float]  # A / job_cpu
+    needed: Optional[int]  # workers to keep up at the reachable speed-up, before the caps
+    caps: dict  # memory | disk -> workers at most
+    missing: Optional[str]  # what the model lacks to give a number, in words
+
+    @property
+    def speedup(self) -> Optional[float]:
+        known = [s for s in (self.speedup_pace, self.speedup_cpus) if s is not None]
+        return min(known) if known else None
+
+    @property
+    def limited_by_cpus(self) -> bool:
+        """The CPUs, not the trainer's own pace, set how much faster it could go."""
+        by_cpus, pace = self.speedup_cpus, self.speedup_pace
+        return by_cpus is not None and (pace is None or by_cpus < pace)
+
+    @property
+    def cpu_bound(self) -> bool:
+        """The CPUs bind and leave little room to go faster."""
+        return self.limited_by_cpus and self.speedup_cpus < CPU_BOUND
+
+    @property
+    def suggested(self) -> Optional[int]:
+        if self.needed is None:
+            return None
+        return max(self.workers, min([self.needed, *self.caps.values()]))
+
+    @property
+    def binding(self) -> Optional[str]:
+        """What stops more workers from helping: cpus | memory | disk | None (the model's own count)."""
+        if self.needed is None:
+            return None
+        tightest = min(self.caps, key=self.caps.get) if self.caps else None
+        if tightest is not None and self.caps[tightest] < self.needed:
+            return tightest
+        return "cpus" if self.limited_by_cpus else None
+
+    @property
+    def io_bound_workers(self) -> bool:
+        """Busy workers that mostly wait (storage, network) rather than compute; with num_workers=0
+        the trainer's fetch, whose CPU is at most the trainer's while it fetched."""
+        f = self.figures
+        if not self.workers:
+            return bool(self.wait) and self.trainer_cpu / self.wait < IO_BOUND_CPU
+        return f.busy > 0 and f.cpu / f.busy < IO_BOUND_CPU
+
+    def trainer_threads(self) -> Optional[int]:
+        """OMP_NUM_THREADS for the trainer when its intra-op threads take CPUs its workers need."""
+        if self.trainer_threads_cpu < THREADS_CPU or self.cpus_per_rank is None or not self.cpu_bound:
+            return None
+        return max(1, math.floor(self.cpus_per_rank - self.workers * self.figures.cpu))
+
+
+def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity:
+    latest: Snapshot = window[-1]
+    wait = trusted_wait(loader, settings.min_stack_samples)
+    pids = set(loader.worker_pids)
+    workers = max(loader.num_workers, len(pids))
+    figures = worker_figures(window, pids)
+    system = latest.system
+    allowed = system.cpus_allowed if system is not None else None
+    ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ("zombie", "gone")))
+    job_cpu = mean_over(window[1:], lambda s: job_sum(s, "cpu_percent"))
+    trainer_cpu = mean_over(window[1:], lambda s: _cpu_of(s, loader.trainer_pid)) or 0.0
+    main_cpu = mean_over(window[1:], lambda s: _cpu_of(s, loader.trainer_pid, "main_thread_cpu_percent"))
+    threads_cpu = max(0.0, trainer_cpu - main_cpu) if main_cpu is not None else 0.0
+    pace = 1 / max(1 - wait, 0.05) if wait is not None else None
+    by_cpus = allowed / job_cpu if allowed and job_cpu else None
+    missing = _missing(wait, workers, figures, allowed, job_cpu)
+    needed = None
+    if missing is None:
+        reach = min(s for s in (pace, by_cpus) if s is not None)
+        demand = workers * figures.busy if workers else wait
+        needed = math.ceil(round(demand * reach * settings.workers_headroom, 6))
+        if reach < MIN_GAIN:  # no room to go faster: the headroom alone must not ask for more
+            needed = min(needed, workers)
+    caps = {}
+    if system is not None and figures.memory and workers:
+        caps["memory"] = workers + math.floor(0.5 * system.mem_available_bytes / figures.memory)
+    if saturated_disks(window, settings.disk_util_percent, settings.disk_await_ms):
+        caps["disk"] = workers
+    per_rank = allowed / ranks if allowed else None
+    return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cpu, trainer_cpu, threads_cpu, pace,
+                    by_cpus, needed, caps, missing)  # fmt: skip
+
+
+def _missing(wait, workers: int, figures: WorkerFigures, allowed, job_cpu) -> Optional[str]:
+    if wait is None:
+        return "the trainer's data-wait share (py-spy stacks of the trainer)"
+    if allowed is None:
+        return "the CPUs the job may use (its affinity and cgroup quota could not be read)"
+    if job_cpu is None:
+        return "the CPU time of the job's processes (two ticks of /proc readings)"
+    if workers and not (figures.busy or figures.cpu):
+        return "how busy the workers are (their stacks or CPU time)"
+    return None
+
+
+def _cpu_of(snap: Snapshot, pid: int, attr: str = "cpu_percent") -> Optional[float]:
+    value = next((getattr(p, attr) for p in snap.processes if p.pid == pid), None)
+    return value / 100 if value is not None else None
+
+
+_last = threading.local()  # .key, .result of this thread's last call: the rules of one diagnosis share it
+
+
+def capacities(window: list, settings: Settings) -> list:
+    """Capacity of every loader of the window's newest snapshot (worked out once per diagnosis:
+    several rules read it)."""
+    key = (id(window), len(window), id(window[-1]), settings)
+    if getattr(_last, "key", None) != key:
+        _last.key, _last.result = key, [capacity(window, loader, settings) for loader in window[-1].loaders]
+    return _last.result

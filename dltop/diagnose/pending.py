@@ -1,0 +1,129 @@
+"""What the window is still too short to judge, what each judgement waits for, and how long yet.
+
+A report that stays silent because it could not tell yet reads as "healthy". Each rule that
+needs evidence to build up says here what it is missing, in words, and estimates how much
+longer to watch from the rate that evidence has been arriving at.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from dltop.diagnose.figures import elapsed
+from dltop.diagnose.resources import memory_points
+from dltop.diagnose.settings import Settings
+from dltop.model import Pending, Snapshot
+
+STUCK_NOTICE_S = 5.0  # a stack unmoved this long without CPU is worth saying "watching"
+FIRST_WINDOW_S = 1.5  # the first trainer record window reports within this
+MEMORY_QUIET_S = 30.0  # memory readings unchanged this long mean no growth, not "not judged yet"
+
+
+def pending(window: list, settings: Settings) -> list:
+    """[Pending] for the newest snapshot of ``window`` (oldest first)."""
+    if not window:
+        return []
+    latest: Snapshot = window[-1]
+    if latest.job.state == "exited":
+        return []
+    found = _data_wait(latest, settings) + _hangs(latest, settings)
+    found += _memory(window, settings) + _gpu(window, settings) + _respawns(latest)
+    return found
+
+
+def _data_wait(latest: Snapshot, settings: Settings) -> list:
+    if latest.stacks_status != "ok":
+        return []  # stacks-unavailable says why and how to fix it
+    found = []
+    for loader in latest.loaders:
+        spent = loader.trainer_time
+        have = spent.samples if spent else 0
+        if have >= settings.min_stack_samples:
+            continue
+        rate = spent.samples / spent.window_s if spent and spent.window_s else None
+        ready = (settings.min_stack_samples - have) / rate if rate else FIRST_WINDOW_S
+        found.append(
+            Pending(
+                "input-bound",
+                f"{settings.min_stack_samples} stack samples of trainer {loader.trainer_pid} to"
+                f" measure its data wait (has {have})",
+                round(ready, 1),
+            )  # fmt: skip
+        )
+    return found
+
+
+def _hangs(latest: Snapshot, settings: Settings) -> list:
+    found = []
+    for proc in latest.processes:
+        stuck = proc.stuck_s
+        if proc.role != "worker" or stuck is None or not STUCK_NOTICE_S <= stuck < settings.hang_after_s:
+            continue
+        if proc.activity in ("idle", "unknown"):
+            continue
+        found.append(
+            Pending(
+                "worker-hung",
+                f"worker {proc.pid} has kept one stack without CPU for {stuck:.0f}s; a hang"
+                f" once it reaches {settings.hang_after_s:g}s",
+                round(settings.hang_after_s - stuck, 1),
+            )  # fmt: skip
+        )
+    return found
+
+
+def _memory(window: list, settings: Settings) -> list:
+    """Workers with too few distinct memory readings to fit a line through yet (once the window is
+    long, readings that do not change are the answer: no growth)."""
+    latest: Snapshot = window[-1]
+    times = elapsed(window)
+    if times[-1] >= MEMORY_QUIET_S:
+        return []
+    pids = {pid for loader in latest.loaders for pid in loader.worker_pids}
+    series = memory_points(times, window, pids)
+    short = {pid: points for pid, points in series.items() if len(points) < settings.memory_growth_points}
+    if not short:
+        return []
+    have = min(len(p) for p in short.values())
+    ready = _memory_eta(short, times[-1], settings.memory_growth_points)
+    return [
+        Pending(
+            "worker-memory-growth",
+            f"{settings.memory_growth_points} memory readings of each worker to judge its"
+            f" growth (has {have} for {len(short)} worker(s); re-read within dltop's CPU budget)",
+            ready,
+        )  # fmt: skip
+    ]
+
+
+def _memory_eta(short: dict, span_s: float, needed: int) -> Optional[float]:
+    got = sum(len(p) for p in short.values())
+    if not got or span_s <= 0:
+        return None
+    per_s = got / span_s
+    return round(sum(needed - len(p) for p in short.values()) / per_s, 1)
+
+
+def _gpu(window: list, settings: Settings) -> list:
+    latest: Snapshot = window[-1]
+    if latest.gpu_status != "ok" or not any(g.processes for g in latest.gpus):
+        return []
+    readings = sum(1 for s in window if any(g.util_percent is not None for g in s.gpus))
+    if readings >= settings.gpu_min_readings:
+        return []
+    tick = latest.window_s or 1.0
+    return [
+        Pending(
+            "gpu-underutilized",
+            f"{settings.gpu_min_readings} GPU readings to judge its busy share (has {readings})",
+            round((settings.gpu_min_readings - readings) * tick, 1),
+        )  # fmt: skip
+    ]
+
+
+def _respawns(latest: Snapshot) -> list:
+    return [
+        Pending("workers-respawning", f"an epoch end of trainer {ld.trainer_pid} to tell whether its workers persist")
+        for ld in latest.loaders
+        if ld.num_workers and ld.persistent_workers is None
+    ]

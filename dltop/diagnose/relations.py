@@ -1,0 +1,109 @@
+"""Which finding explains which, decided once here for every view (TUI, text, JSON, exporter).
+
+A hung or dead worker, workers restarting each epoch, a stalled trainer, a saturated disk or CPUs
+that bind explain a trainer's wait and an idle GPU: a person needs the cause with its fix, and the
+symptom under it as its consequence — not two fixes that contradict each other. A consequence
+keeps its figures and names its cause in ``explained_by``; its own suggestion is dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+from typing import Optional
+
+from dltop.model import Finding
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def _trainer_of(finding: Finding) -> Optional[int]:
+    return finding.evidence.get("trainer_pid") if finding.evidence else None
+
+
+def _same_trainer(cause: Finding, symptom: Finding) -> bool:
+    return _trainer_of(cause) is not None and _trainer_of(cause) == _trainer_of(symptom)
+
+
+def _on_gpu(cause: Finding, symptom: Finding) -> bool:
+    trainers = set(symptom.evidence.get("trainer_pids") or symptom.pids)
+    return _trainer_of(cause) in trainers or bool(set(cause.pids) & trainers)
+
+
+def _binds(cap: str):
+    return lambda cause, symptom: symptom.evidence.get("binding") == cap
+
+
+def _no_shortfall(cause: Finding, symptom: Finding) -> bool:
+    """Workers that could keep up (the model needs no more of them) while the trainer still waits:
+    the wait is for workers starting every epoch, not for their throughput."""
+    needed, workers = symptom.evidence.get("workers_needed"), symptom.evidence.get("num_workers")
+    return _same_trainer(cause, symptom) and needed is not None and workers and needed <= workers
+
+
+def _bus_error(cause: Finding, symptom: Finding) -> bool:
+    return symptom.evidence.get("signal") == signal.Signals.SIGBUS.name
+
+
+# symptom id -> [(cause id, does this cause explain this symptom)], the likeliest cause first
+EXPLAINS = {
+    "input-bound": [
+        ("worker-hung", _same_trainer),
+        ("worker-died", _same_trainer),
+        ("disk-saturated", _binds("disk")),
+        ("cpu-oversubscribed", _binds("cpus")),
+        ("workers-respawning", _no_shortfall),
+    ],
+    "gpu-underutilized": [
+        ("worker-hung", _on_gpu),
+        ("trainer-stalled", _on_gpu),
+        ("worker-died", _on_gpu),
+        ("input-bound", _on_gpu),
+        ("workers-respawning", _on_gpu),
+    ],
+    "worker-died": [("shm-low", _bus_error)],
+}
+# what a cause does to its consequences, in words (the consequence's own model no longer applies)
+BECAUSE = {
+    "worker-hung": "the trainer waits for the batch the hung worker {pids} holds",
+    "worker-died": "worker {pids} died: its batches never come",
+    "disk-saturated": "the disk it reads is saturated",
+    "cpu-oversubscribed": "the CPUs the job may use are all busy",
+    "trainer-stalled": "the trainer is stalled outside the DataLoader",
+    "input-bound": "the trainer waits for data",
+    "workers-respawning": "the trainer waits for its workers to start every epoch",
+    "shm-low": "/dev/shm is full",
+}
+
+
+def relate(findings: list) -> list:
+    """The findings with ``explained_by`` set on consequences, ordered by severity, then impact
+    (causes before the consequences they explain)."""
+    related = []
+    for finding in findings:
+        cause = _cause_of(finding, findings)
+        if cause is not None:
+            because = BECAUSE[cause.id].format(pids=", ".join(map(str, cause.pids)))
+            detail = f"A consequence of {cause.id}: {because}."
+            finding = dataclasses.replace(finding, explained_by=cause.id, detail=detail, suggestion="", bench_args=None)
+        related.append(finding)
+    return sorted(related, key=_order)
+
+
+def _cause_of(symptom: Finding, findings: list) -> Optional[Finding]:
+    for cause_id, explains in EXPLAINS.get(symptom.id, ()):
+        for cause in findings:
+            if cause.id == cause_id and cause is not symptom and explains(cause, symptom):
+                return _root(cause, findings)
+    return None
+
+
+def _root(cause: Finding, findings: list, depth: int = 0) -> Finding:
+    """A cause that is itself explained (an idle GPU <- input-bound <- a hung worker) gives way to its own."""
+    deeper = _cause_of(cause, findings) if depth < 3 else None
+    return _root(deeper, findings, depth + 1) if deeper is not None else cause
+
+
+def _order(finding: Finding) -> tuple:
+    return (SEVERITY_ORDER.get(finding.severity, 3), finding.explained_by is not None, -finding.impact, finding.id,
+            finding.pids)  # fmt: skip

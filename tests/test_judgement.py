@@ -1,0 +1,168 @@
+"""How findings relate and what a short window cannot judge yet, on hand-built windows; and
+property checks: over many windows, a suggestion never asks for more than the machine allows."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+from dltop.diagnose import Settings, diagnose, pending, relate
+from dltop.diagnose.stable import StableFindings
+from dltop.model import Finding
+from tests.windows import bound_window, ids
+
+
+def hung(window, pid=10, stuck=30.0):
+    """The window with worker ``pid`` stuck on its stack for ``stuck`` seconds."""
+    return [
+        dataclasses.replace(snap, processes=[dataclasses.replace(p, stuck_s=stuck) if p.pid == pid else p
+                                             for p in snap.processes])
+        for snap in window
+    ]  # fmt: skip
+
+
+def test_a_hung_worker_is_the_cause_and_the_wait_and_the_idle_gpu_its_consequences():
+    findings = diagnose(hung(bound_window(100.0, gpu_util=5.0, ticks=6)))
+    assert findings[0].id == "worker-hung" and findings[0].explained_by is None  # the headline: the root cause
+    by_id = {f.id: f for f in findings}
+    assert by_id["input-bound"].explained_by == "worker-hung" and by_id["input-bound"].suggestion == ""
+    assert by_id["input-bound"].bench_args is None  # no fix of its own: it is not the change to make
+    # the idle GPU is starved by input, and the input by the hung worker: it names the root
+    assert by_id["gpu-underutilized"].explained_by == "worker-hung"
+
+
+def test_findings_are_ordered_by_severity_then_impact():
+    findings = diagnose(bound_window(35.0, util=99.0, r_await=20.0, shm=(55 << 20, 64 << 20)))
+    severities = [f.severity for f in findings]
+    assert severities == sorted(severities, key=["error", "warning", "info"].index)
+    warnings = [f for f in findings if f.severity == "warning" and f.explained_by is None]
+    assert [f.impact for f in warnings] == sorted((f.impact for f in warnings), reverse=True)
+
+
+def test_a_live_view_relates_only_what_it_shows():
+    """A consequence held on screen must not name a cause that is not (yet) there."""
+    stable = StableFindings(raise_after_s=5)
+    raw = diagnose(hung(bound_window(100.0)), related=False)
+    shown = relate(stable.update(0.0, raw))
+    assert ids(shown) == ["worker-hung"]  # errors at once; the wait is held back a while
+    shown = relate(stable.update(6.0, raw))
+    assert {f.id: f.explained_by for f in shown} == {"worker-hung": None, "input-bound": "worker-hung"}
+
+
+def test_a_short_window_says_what_it_cannot_judge_yet():
+    short = bound_window(80.0, samples=12, ticks=2)
+    assert "input-bound" not in ids(diagnose(short))
+    (waiting,) = [p for p in pending(short, Settings()) if p.id == "input-bound"]
+    assert "30 stack samples" in waiting.needs and "(has 12)" in waiting.needs
+    assert waiting.ready_in_s == round(18 / (12 / 30.0), 1)
+    assert not [p for p in pending(bound_window(80.0, ticks=2), Settings()) if p.id == "input-bound"]
+    hangs = [p for p in pending(hung(bound_window(100.0), stuck=8.0), Settings()) if p.id == "worker-hung"]
+    assert hangs and hangs[0].ready_in_s == 12.0 and "worker 10" in hangs[0].needs
+
+
+def test_respawning_start_up_is_shown_as_its_own_cost():
+    window = bound_window(5.0, startup=70.0, gpu_util=10.0, ticks=6)
+    window = [dataclasses.replace(s, loaders=[dataclasses.replace(s.loaders[0], persistent_workers=False,
+                                                                  worker_respawns=10)]) for s in window]  # fmt: skip
+    by_id = {f.id: f for f in diagnose(window)}
+    assert "input-bound" not in by_id  # start-up is not data wait
+    assert by_id["workers-respawning"].evidence["starting_workers_percent"] == 70.0
+    assert by_id["gpu-underutilized"].explained_by == "workers-respawning"
+
+
+# -- property checks ---------------------------------------------------------------------------------
+
+
+def random_window(rng: random.Random):
+    workers = rng.choice([0, 1, 2, 4, 8, 16])
+    return bound_window(
+        rng.uniform(30.0, 98.0),
+        workers=workers,
+        cpu=rng.uniform(1.0, 100.0),
+        activity=rng.choice(["fetching", "idle", "collating"]),
+        cpus_allowed=float(rng.choice([1, 2, 4, 8, 16])),
+        trainer_cpu=rng.uniform(5.0, 300.0),
+        trainer_main_cpu=rng.choice([None, 50.0, 100.0]),
+        cpu_wait=rng.choice([None, 0.0, 40.0]),
+        util=rng.choice([10.0, 99.0]),
+    ), workers  # fmt: skip
+
+
+def test_suggested_workers_never_break_the_machines_caps():
+    """Over many hand-built windows: the suggested workers' CPU, at the reachable pace, fits the
+    CPUs the job may use beside its trainer (one worker's share of slack for rounding up), unless
+    the finding says its workers mostly wait on I/O; never beyond the memory cap; never fewer
+    than now; none at all on a saturated disk."""
+    rng = random.Random(20261203)
+    settings = Settings()
+    checked = 0
+    for _ in range(2000):
+        window, workers = random_window(rng)
+        found = [f for f in diagnose(window, settings) if f.id == "input-bound"]
+        if not found:
+            continue
+        ev = found[0].evidence
+        suggested, allowed, trainer = ev["suggested_workers"], ev["cpus_allowed"], window[-1].processes[0].cpu_percent
+        assert suggested is not None and suggested >= workers
+        if ev["binding"] == "disk":
+            assert suggested == workers and "num_workers=" not in found[0].suggestion
+            continue
+        if suggested == workers:
+            continue
+        checked += 1
+        busy = ev["worker_busy_percent"] / 100 if workers else ev["data_wait_percent"] / 100
+        # CPU a busy worker uses: measured; with num_workers=0, the trainer's CPU while it fetched, at most
+        per_busy = ev["worker_cpu_percent"] / 100 / busy if workers else min(1.0, trainer / 100 / busy)
+        assert per_busy > 0
+        if per_busy < 0.5 and suggested * per_busy / settings.workers_headroom > allowed:
+            assert "mostly wait" in found[0].detail
+            continue
+        workers_cpu = suggested / settings.workers_headroom * per_busy
+        # the trainer keeps its CPU (with workers; without, its fetch is what moves to them)
+        room = allowed - trainer / 100 if workers else allowed
+        assert workers_cpu <= room + per_busy + 1e-6, (ev, per_busy)
+        assert suggested <= min(ev["caps"].values(), default=math.inf)
+    assert checked > 200  # the check ran on many windows that asked for more workers
+
+
+def test_the_model_never_promises_more_than_the_cpus_allow():
+    rng = random.Random(7)
+    for _ in range(2000):
+        window, _ = random_window(rng)
+        for f in diagnose(window):
+            if f.id == "input-bound" and f.evidence["job_cpu"]:
+                reach = min(f.evidence["speedup_by_pace"], f.evidence["speedup_by_cpus"])
+                assert (f.evidence["job_cpu"] - 0.005) * (reach - 0.005) <= f.evidence[
+                    "cpus_allowed"
+                ]  # rounded to 0.01
+
+
+def test_rules_never_undo_each_other():
+    """No window gets one rule asking for more workers and another for fewer for the same trainer."""
+    rng = random.Random(11)
+    for _ in range(2000):
+        window, workers = random_window(rng)
+        asks = {}
+        for f in diagnose(window):
+            change = (f.evidence or {}).get("change") or {}
+            if "num_workers" in change:
+                asks.setdefault(change["num_workers"] > workers, []).append(f.id)
+            if f.id == "cpu-oversubscribed" and "num_workers=" in f.suggestion:
+                asks.setdefault(False, []).append(f.id)
+        assert not (asks.get(True) and asks.get(False)), asks
+
+
+def test_relations_only_name_findings_that_are_there():
+    rng = random.Random(3)
+    for _ in range(500):
+        window, _ = random_window(rng)
+        findings = diagnose(hung(window) if rng.random() < 0.3 else window)
+        present = {f.id for f in findings}
+        assert all(f.explained_by in present for f in findings if f.explained_by)
+        assert all(f.suggestion == "" for f in findings if f.explained_by)
+
+
+def test_a_finding_relation_is_carried_in_json():
+    finding = Finding("input-bound", "warning", "t", "d", [1], {}, "", explained_by="worker-hung", impact=0.9)
+    assert dataclasses.asdict(finding)["explained_by"] == "worker-hung"
