@@ -17,7 +17,7 @@ from dltop.collect.gpu import GpuSampler
 from dltop.collect.procs import Discovery, find_jobs
 from dltop.diagnose import Settings
 from dltop.errors import DltopError
-from dltop.live import LiveLoop
+from dltop.live import WINDOW_TICKS, LiveLoop
 
 DISCOVER_EVERY_S = 10.0
 
@@ -30,6 +30,7 @@ class NodeTick:
     started: list = field(default_factory=list)  # root pids of jobs followed from this pass on
     ended: list = field(default_factory=list)  # root pids of jobs that exited and are dropped
     failures: dict = field(default_factory=dict)  # root pid -> why a job could not be followed
+    took_s: float = 0.0  # wall time of the pass: discovery and every job's tick
 
 
 class NodeWatcher:
@@ -43,8 +44,12 @@ class NodeWatcher:
         gpu: Optional[GpuSampler] = None,
         clock: Callable[[], float] = time.monotonic,
         loop_factory: Optional[Callable[[int], LiveLoop]] = None,
+        window_ticks: int = WINDOW_TICKS,
     ) -> None:
+        """``window_ticks``: ticks each job's diagnosis looks back over (a watcher ticking less
+        often than a live view keeps fewer, so rules judge the same span of time)."""
         self.settings = settings or Settings()
+        self.window_ticks = window_ticks
         self.stacks = stacks
         self.discover_every_s = discover_every_s
         self.gpu = gpu if gpu is not None else GpuSampler()
@@ -58,7 +63,7 @@ class NodeWatcher:
         from dltop.collect.collector import Collector
 
         collector = Collector(pid, gpu=self.gpu, stacks=self.stacks, hang_after_s=self.settings.hang_after_s)
-        return LiveLoop(collector, self.settings)
+        return LiveLoop(collector, self.settings, window_ticks=self.window_ticks)
 
     def step(self) -> NodeTick:
         tick = NodeTick()
@@ -79,6 +84,7 @@ class NodeWatcher:
             tick.snapshots.append(snap)
             if snap.job.state == "exited":
                 self._drop(root, tick)
+        tick.took_s = self._clock() - now
         return tick
 
     def run(self, interval_s: float, stop: threading.Event, sink: Callable[[NodeTick], None]) -> None:

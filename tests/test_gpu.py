@@ -57,6 +57,30 @@ def test_readings_units_and_job_processes(fake_nvml):
     assert [(p.pid, p.used_memory_bytes, p.sm_util_percent) for p in device.processes] == [(me, 3 * 2**30, 55)]
 
 
+def test_identity_is_spelt_as_dcgm_exporter_labels_it_and_read_once(fake_nvml, monkeypatch):
+    fake_nvml.state.devices = 2
+    names = []
+    monkeypatch.setattr(fake_nvml, "nvmlDeviceGetName", lambda handle: names.append(handle) or b"Fake H200")
+
+    def no_uuid(handle):
+        if handle == 1:
+            raise fake_nvml.NVMLError_NotSupported("Not Supported")
+        return f"GPU-fa4e0000-0000-4000-8000-{handle:012d}"
+
+    monkeypatch.setattr(fake_nvml, "nvmlDeviceGetUUID", no_uuid)
+    sampler = GpuSampler()
+    first, second = sampler.sample([])
+    assert (first.name, first.uuid, first.minor_number, first.pci_bus_id) == (
+        "Fake H200",
+        "GPU-fa4e0000-0000-4000-8000-000000000000",
+        0,
+        "00000000:18:00.0",  # bytes from NVML, text here
+    )
+    assert second.uuid is None and second.minor_number == 1  # one unsupported reading hides nothing else
+    sampler.sample([])
+    assert names == [0, 1]  # name, UUID, minor number and bus id never change: read when NVML opens
+
+
 def test_host_pids_map_to_ours_through_nspid(fake_nvml, monkeypatch):
     me = os.getpid()
     host_pid = 4_000_123

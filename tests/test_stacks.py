@@ -83,8 +83,12 @@ def test_killed_worker_is_reported_dead_after_the_trainer_exits(start_job, attac
     assert died.pids == [victim]
     assert died.evidence["exit_code"] == -signal.SIGKILL and died.evidence["signal"] == "SIGKILL"
     assert "OOM" in died.suggestion and "The trainer then exited" in died.detail
-    # The job's stderr is a file here: torch's own message confirms it (the zombie may be reaped first).
-    assert died.evidence["in_trainer_log"] is True, (job.report / "stderr.txt").read_text()[-600:]
+    # The job's stderr is a file here: torch's own message confirms it (the zombie may be reaped first)
+    # - when torch wrote one: a kill while the worker hands over a tensor's fd ends the trainer with a
+    # ConnectionResetError from the fd handover instead
+    log = (job.report / "stderr.txt").read_text()
+    said = any("DataLoader worker (pid" in line and str(victim) in line for line in log.splitlines())
+    assert died.evidence["in_trainer_log"] is said, log[-600:]
     # The other left when torch shut the loader down: not a death.
     (loader,) = ticks[-1].loaders
     assert [w.cause for w in loader.workers_exited if w.pid != victim] in (["ended"], ["unknown"])

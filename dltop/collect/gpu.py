@@ -8,6 +8,7 @@ machine's /proc shows through each job process's ``NSpid`` line (DESIGN.md §4).
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from dltop.collect import procfs
@@ -20,6 +21,30 @@ def _reading(nvml: Any, call: Callable[..., Any], *args: Any) -> Any:
         return call(*args)
     except nvml.NVMLError:
         return None
+
+
+@dataclass(frozen=True)
+class DeviceIdentity:
+    """What names a device, spelt as dcgm-exporter labels it, so PromQL can join the two."""
+
+    name: str  # modelName
+    uuid: Optional[str]  # UUID: 'GPU-604ac76c-...'
+    minor_number: Optional[int]  # device: nvidia<minor>
+    pci_bus_id: Optional[str]  # pci_bus_id: '00000000:5B:00.0'
+
+
+def _text(value: Any) -> Optional[str]:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _identity(nvml: Any, handle: Any) -> DeviceIdentity:
+    pci = _reading(nvml, nvml.nvmlDeviceGetPciInfo, handle)
+    return DeviceIdentity(
+        name=_text(_reading(nvml, nvml.nvmlDeviceGetName, handle)) or "unknown",
+        uuid=_text(_reading(nvml, nvml.nvmlDeviceGetUUID, handle)),
+        minor_number=_reading(nvml, nvml.nvmlDeviceGetMinorNumber, handle),
+        pci_bus_id=_text(pci.busId) if pci is not None else None,
+    )
 
 
 def pid_aliases(pids: Iterable[int]) -> dict:
@@ -42,6 +67,7 @@ class GpuSampler:
         self.status = "no-nvml"
         self._nvml: Any = None
         self._handles: list = []
+        self._identities: list = []  # DeviceIdentity per handle: read once, they never change
         self._last_seen: dict = {}  # device index -> NVML timestamp of the newest process sample
         try:
             nvml = importlib.import_module(module_name)
@@ -60,6 +86,7 @@ class GpuSampler:
             self.status = "no-nvml" if isinstance(error, not_there) else f"error: {error}"
             return
         self._nvml = nvml
+        self._identities = [_identity(nvml, handle) for handle in self._handles]
         self.status = "ok" if self._handles else "no-devices"
 
     def holders(self) -> dict:
@@ -84,8 +111,7 @@ class GpuSampler:
         nvml = self._nvml
         aliases = pid_aliases(job_pids)
         devices = []
-        for index, handle in enumerate(self._handles):
-            name = _reading(nvml, nvml.nvmlDeviceGetName, handle) or "unknown"
+        for index, (handle, identity) in enumerate(zip(self._handles, self._identities)):
             util = _reading(nvml, nvml.nvmlDeviceGetUtilizationRates, handle)
             memory = _reading(nvml, nvml.nvmlDeviceGetMemoryInfo, handle)
             rx = _reading(nvml, nvml.nvmlDeviceGetPcieThroughput, handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
@@ -95,7 +121,7 @@ class GpuSampler:
             devices.append(
                 GpuSample(
                     index=index,
-                    name=name.decode() if isinstance(name, bytes) else name,
+                    name=identity.name,
                     util_percent=float(util.gpu) if util is not None else None,
                     mem_used_bytes=memory.used if memory is not None else None,
                     mem_total_bytes=memory.total if memory is not None else None,
@@ -104,6 +130,9 @@ class GpuSampler:
                     power_w=power / 1000.0 if power is not None else None,  # mW
                     temperature_c=float(temp) if temp is not None else None,
                     processes=self._job_processes(index, handle, aliases),
+                    uuid=identity.uuid,
+                    minor_number=identity.minor_number,
+                    pci_bus_id=identity.pci_bus_id,
                 )
             )
         return devices

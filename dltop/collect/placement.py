@@ -1,16 +1,32 @@
-"""Where a trainer runs in a fleet, read from outside: torchrun's environment variables.
+"""Where a trainer runs in a fleet, read from outside the job.
 
-Read once per process (a process's initial environment never changes) and cached by pid and
-start time, like the rest of discovery's static facts.
+- torchrun's environment variables: RANK, LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID.
+- A container: its id from the last component of the process's cgroup path (containerd, CRI-O,
+  Docker name it ``cri-containerd-<id>.scope``, ``crio-<id>.scope``, ``docker-<id>.scope`` or a
+  bare ``<id>``). The container's *name* is not visible from outside: only the kubelet knows it.
+- A Kubernetes pod (the cgroup path holds ``kubepods``): the pod's name is the process's
+  ``HOSTNAME`` (Kubernetes sets it to the pod name; a hostNetwork pod gets the node's name
+  instead, and dltop cannot tell), the namespace is the service-account file inside the
+  container (absent when the pod sets ``automountServiceAccountToken: false``).
+
+Read once per process (a process's initial environment and its cgroup do not change after it
+started) and cached by pid and start time, like the rest of discovery's static facts. What
+cannot be read (another user's process, no permission) is None.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Optional
 
+from dltop.collect import procfs
 from dltop.model import Placement
 
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")
+NAMESPACE_FILE = "var/run/secrets/kubernetes.io/serviceaccount/namespace"
+CONTAINER_ID_DIGITS = 12  # as `docker ps` and `crictl ps` show an id
+_CONTAINER_ID = re.compile(r"(?:^|[-:])([0-9a-f]{64})(?:\.scope)?$")
 
 
 def _int(value: Optional[str]) -> Optional[int]:
@@ -27,6 +43,41 @@ def from_environment(env: dict) -> Placement:
     )
 
 
+def parse_cgroup(text: str) -> tuple:
+    """(in a Kubernetes pod, container id or None) from /proc/<pid>/cgroup (v1 or v2).
+
+    Paths seen from another cgroup namespace start with ``/..``: the components still show.
+    """
+    in_pod, container = False, None
+    for line in text.splitlines():
+        path = line.split(":", 2)[-1]
+        in_pod = in_pod or "kubepods" in path
+        match = _CONTAINER_ID.search(path.rstrip("/").rsplit("/", 1)[-1])
+        if match and container is None:
+            container = match.group(1)[:CONTAINER_ID_DIGITS]
+    return in_pod, container
+
+
+def _pod_facts(pid: int) -> dict:
+    """namespace, pod and container of a process, where its cgroup shows them."""
+    try:
+        in_pod, container = parse_cgroup((procfs.PROC / str(pid) / "cgroup").read_text())
+    except OSError:
+        return {}
+    if not in_pod:
+        return {"container": container}
+    facts = {"container": container}
+    try:
+        facts["pod"] = procfs.read_environ(pid, ("HOSTNAME",)).get("HOSTNAME") or None
+    except OSError:
+        pass
+    try:
+        facts["namespace"] = (procfs.PROC / str(pid) / "root" / NAMESPACE_FILE).read_text().strip() or None
+    except OSError:
+        pass
+    return facts
+
+
 class PlacementReader:
     def __init__(self) -> None:
         self._cache: dict = {}  # (pid, start_ticks) -> Placement
@@ -34,7 +85,7 @@ class PlacementReader:
     def read(self, pid: int, start_ticks: int, env: dict) -> Placement:
         key = (pid, start_ticks)
         if key not in self._cache:
-            self._cache[key] = from_environment(env)
+            self._cache[key] = dataclasses.replace(from_environment(env), **_pod_facts(pid))
         return self._cache[key]
 
     def forget_except(self, alive: set) -> None:

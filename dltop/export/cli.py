@@ -1,15 +1,89 @@
-"""``dltop exporter``: arguments and entry point (heavy imports inside it)."""
+"""``dltop exporter``: arguments and entry point (heavy imports inside it).
+
+One process per node: it follows every training job (dltop/node.py), keeps the newest view in
+a sink (export/state.py) and serves it at /metrics (export/metrics.py, export/server.py).
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import signal
+import socket
+import sys
+import threading
 
-from dltop.errors import DltopError
+from dltop.cli import _positive, _stack_options
+
+DEFAULT_PORT = 9488  # not node_exporter's 9100, dcgm-exporter's 9400, nvitop's 8000, Prometheus's 9090/9091
+DEFAULT_INTERVAL_S = 5.0
+WINDOW_S = 120.0  # span each job's diagnosis looks back over, as in the live view (120 ticks at 1 Hz)
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535, got {text}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("--listen", default="0.0.0.0", metavar="ADDR", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        help=f"port to serve /metrics on (default {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=_positive,
+        default=DEFAULT_INTERVAL_S,
+        metavar="S",
+        help=f"seconds between passes over the jobs (default {DEFAULT_INTERVAL_S:g})",
+    )
+    parser.add_argument(
+        "--discover-every",
+        type=_positive,
+        default=None,
+        metavar="S",
+        help="look for new jobs this often (default 10, or --interval if longer)",
+    )
+    _stack_options(parser)
 
 
 def run_exporter(args: argparse.Namespace) -> int:
-    raise DltopError("dltop exporter is being built")
+    from dltop.diagnose import Settings
+    from dltop.export.metrics import NodeCollector
+    from dltop.export.server import registry_for, serve
+    from dltop.export.state import ExporterState
+    from dltop.node import DISCOVER_EVERY_S, NodeWatcher
+
+    state = ExporterState()
+    hostname = os.environ.get("NODE_NAME") or socket.gethostname()  # dcgm-exporter's Hostname label
+    server = serve(registry_for(NodeCollector(state, hostname)), args.listen, args.port)
+    host, port = server.server_address[:2]
+    print(
+        f"dltop exporter: serving http://{_url_host(host)}:{port}/metrics, every {args.interval:g} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    watcher = NodeWatcher(
+        Settings(hang_after_s=args.hang_after),
+        stacks=not args.no_stacks,
+        discover_every_s=args.discover_every or max(DISCOVER_EVERY_S, args.interval),
+        window_ticks=max(2, math.ceil(WINDOW_S / args.interval)),
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # systemd and Kubernetes stop with SIGTERM
+    try:
+        watcher.run(args.interval, stop, state.update)
+    finally:
+        watcher.close()  # stop py-spy runs under way; the jobs go on
+        server.shutdown()
+    return 0
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -3,21 +3,168 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
+import signal
+import sys
+import threading
+from pathlib import Path
 
 from dltop.errors import DltopError
 
+MIN_MAX_SIZE = 32 << 10
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?$", re.IGNORECASE)
+
+
+def _size(text: str) -> int:
+    """500M, 2G, 1.5GiB, 65536 (bytes; K/M/G/T are powers of 1024)."""
+    found = _SIZE.match(text.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"not a size: {text} (e.g. 500M, 2G)")
+    value, unit = float(found[1]), found[2].lower()
+    size = int(value * 1024 ** ("kmgt".index(unit) + 1)) if unit else int(value)
+    if size < MIN_MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"at least {MIN_MAX_SIZE >> 10}K, got {text}")
+    return size
+
 
 def add_record_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    from dltop.cli import _positive, _stack_options
+    from dltop.record.incidents import BUNDLE_FRAMES_S, HOOK_TIMEOUT_S
+
+    parser.description = (
+        "Record a job's snapshots, one frame per tick, until it exits (SIGTERM or Ctrl-C also close the file"
+        " cleanly). When a fault first appears (worker-hung, worker-died, trainer-stalled or any error finding)"
+        f" an incident bundle is written next to the recording: the finding, the last {BUNDLE_FRAMES_S:.0f} s of"
+        " frames, every process's newest stack with source lines, the trainer's log tail and the text report."
+        " Costs what the live view costs, and like it never pauses or signals the job."
+    )
+    parser.add_argument("--pid", type=int, required=True, help="the trainer, one of its workers, or its launcher")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="where to write (default: dltop-<host>-<pid>-<time>.dltop here); never overwritten",
+    )
+    parser.add_argument("--interval", type=_positive, default=1.0, help="seconds between frames (default 1)")
+    _stack_options(parser)
+    parser.add_argument("--max-size", type=_size, metavar="SIZE",
+                        help="keep at most SIZE on disk (e.g. 500M, 2G): the file rotates at a quarter of SIZE"
+                             " (FILE -> FILE.1 -> FILE.2 -> FILE.3) and the oldest quarter is dropped; replay"
+                             " FILE plays them all. Incident bundles are kept (default: no limit)")  # fmt: skip
+    parser.add_argument("--on-incident", metavar="CMD",
+                        help="run CMD (a shell command) per incident, with DLTOP_INCIDENT_DIR, DLTOP_FINDING_ID,"
+                             " DLTOP_FINDING_TITLE, DLTOP_FINDING_SEVERITY, DLTOP_FINDING_PIDS, DLTOP_JOB_PID and"
+                             " DLTOP_RECORDING in its environment; its failure or timeout is reported and the"
+                             " recording goes on")  # fmt: skip
+    parser.add_argument("--on-incident-timeout", type=_positive, default=HOOK_TIMEOUT_S, metavar="S",
+                        help=f"kill --on-incident after S seconds (default {HOOK_TIMEOUT_S:g})")  # fmt: skip
+    parser.add_argument("--incident-dump", action="store_true",
+                        help="add a full dump with locals (as `dltop dump`) to each bundle: this PAUSES each"
+                             " job process for a few milliseconds while py-spy reads it, so it is off by"
+                             " default")  # fmt: skip
+    parser.add_argument("--quiet", action="store_true", help="no progress lines, only problems (for systemd, nohup)")
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    from dltop.record.times import FORMS
+
+    parser.description = (
+        "Replay a recording in the TUI (every panel at the moment under the cursor), print the snapshot at a"
+        " moment, or print the run's timeline. A cut-off or damaged file replays up to its last good frame."
+    )
+    parser.add_argument("file", type=Path, metavar="FILE", help="a recording made by dltop record")
+    parser.add_argument("--at", metavar="TIME", help=f"print the snapshot at TIME: {FORMS}")
+    parser.add_argument("--summary", action="store_true",
+                        help="print the timeline: start, end, findings raised and cleared, incidents")  # fmt: skip
+    parser.add_argument("--json", action="store_true",
+                        help="with --at: the dltop.snapshot/1 document; with --summary: dltop.timeline/1")  # fmt: skip
 
 
 def run_record(args: argparse.Namespace) -> int:
-    raise DltopError("dltop record is being built")
+    from dltop.collect.full_dump import dump_job
+    from dltop.live import open_loop
+    from dltop.record.recorder import Recorder, RecordOptions, default_path
+
+    if args.output is not None and args.output.exists():
+        raise DltopError(f"{args.output} exists: dltop never writes over a recording (choose another name)")
+    loop = open_loop(args.pid, args.hang_after, not args.no_stacks)  # a bad pid fails here, in one line
+    path = args.output or default_path(loop.pid)
+    options = RecordOptions(args.interval, args.hang_after, not args.no_stacks, args.max_size, args.on_incident,
+                            args.on_incident_timeout, args.incident_dump)  # fmt: skip
+    say = (lambda _: None) if args.quiet else _say
+    recorder = Recorder(path, options, log_tail=loop.collector.logs.tail, say=say, warn=_say,
+                        dump_job=dump_job if args.incident_dump else None)  # fmt: skip
+    stop, caught = threading.Event(), []
+
+    def on_signal(number: int, _frame) -> None:
+        caught.append(number)
+        stop.set()  # the tick under way finishes; then the file is closed
+
+    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGTERM, signal.SIGINT)}
+    say(f"recording job {loop.pid} to {path} every {args.interval:g}s until it exits (Ctrl-C or SIGTERM stop it)")
+    reason = "stopped"
+    try:
+        for snap in loop.run(args.interval, stop):
+            recorder.record(snap)
+            if snap.job.state == "exited":
+                reason = "the job exited"
+        if caught:
+            reason = f"stopped by {signal.Signals(caught[0]).name}"
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        loop.close()
+        recorder.close(reason)
+    return 130 if caught and caught[0] == signal.SIGINT else 0
+
+
+def _say(line: str) -> None:
+    print(f"dltop record: {line}", file=sys.stderr, flush=True)
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    raise DltopError("dltop replay is being built")
+    from dltop.record.reader import Recording
+
+    if args.json and not (args.at or args.summary):
+        raise DltopError("--json goes with --at TIME or --summary")
+    recording = Recording(args.file)
+    try:
+        if args.summary:
+            _print_summary(recording, args.json)
+        elif args.at:
+            _print_moment(recording, args.at, args.json)
+        else:
+            return _replay_tui(recording)
+    finally:
+        recording.close()
+    return 0
+
+
+def _print_summary(recording, as_json: bool) -> None:
+    from dltop.record.summary import render_summary, timeline
+
+    doc = timeline(recording)
+    print(json.dumps(doc, indent=2) if as_json else render_summary(doc))
+
+
+def _print_moment(recording, when: str, as_json: bool) -> None:
+    from dltop.model import snapshot_from_dict
+    from dltop.record.times import parse_when
+    from dltop.text_report import render
+
+    if recording.stopped:
+        print(f"dltop: note: {recording.stopped}", file=sys.stderr)
+    at = parse_when(when, recording.times[0], recording.times[-1])
+    doc = recording.document(recording.index_at(at))
+    print(json.dumps(doc, indent=2) if as_json else render(snapshot_from_dict(doc)))
+
+
+def _replay_tui(recording) -> int:
+    from dltop.cli import _need_terminal
+    from dltop.tui.replay import ReplayApp
+
+    _need_terminal()
+    ReplayApp(recording).run()
+    return 0

@@ -59,6 +59,18 @@ def nvmlDeviceGetName(handle: int) -> str:  # noqa: N802
     return "Fake H200"
 
 
+def nvmlDeviceGetUUID(handle: int) -> str:  # noqa: N802
+    return f"GPU-fa4e0000-0000-4000-8000-{handle:012d}"
+
+
+def nvmlDeviceGetMinorNumber(handle: int) -> int:  # noqa: N802
+    return handle
+
+
+def nvmlDeviceGetPciInfo(handle: int):  # noqa: N802
+    return SimpleNamespace(busId=f"00000000:{0x18 + handle:02X}:00.0".encode())  # bytes, as older releases return
+
+
 def nvmlDeviceGetUtilizationRates(handle: int):  # noqa: N802
     return SimpleNamespace(gpu=37, memory=12)
 

@@ -1,0 +1,174 @@
+"""The flight recorder, a sink of the live loop (DESIGN.md §6): each Snapshot becomes a frame, and a
+fault's first appearance an incident bundle. It reads nothing of the job itself but what the
+loop's collector already holds (the trainers' log tails); only ``--incident-dump`` runs py-spy
+with locals, which pauses each process briefly, because the user asked for it."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Optional
+
+from dltop import __version__
+from dltop.errors import DltopError
+from dltop.model import SCHEMA as SNAPSHOT_SCHEMA
+from dltop.model import Snapshot
+from dltop.record import format as fmt
+from dltop.record import incidents
+from dltop.record.writer import RecordingWriter
+
+THREADS_JOIN_S = incidents.HOOK_TIMEOUT_S + 25.0  # a dump (<= 20 s) then the hook, at close
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    interval_s: float = 1.0
+    hang_after_s: float = 20.0
+    stacks: bool = True
+    max_size: Optional[int] = None
+    on_incident: Optional[str] = None
+    hook_timeout_s: float = incidents.HOOK_TIMEOUT_S
+    incident_dump: bool = False
+
+
+def default_path(job_pid: int, now: Optional[float] = None) -> Path:
+    """dltop-<host>-<pid>-<time>.dltop in the current directory."""
+    stamp = datetime.fromtimestamp(time.time() if now is None else now).strftime("%Y%m%dT%H%M%S")
+    return Path(f"dltop-{socket.gethostname()}-{job_pid}-{stamp}.dltop")
+
+
+def frame_time(snap: Snapshot, now: float) -> float:
+    """The tick's time: ``now`` when it falls in the second ``taken_at`` names, else that second."""
+    taken = datetime.fromisoformat(snap.taken_at).timestamp()
+    return now if taken <= now < taken + 1 else taken
+
+
+class Recorder:
+    """Writes the loop's Snapshots to ``path`` and captures incidents. ``say`` gets progress lines
+    (silenced by --quiet), ``warn`` problems (always shown); ``log_tail(pid)`` is the collector's
+    trainer log tail and ``dump_job(pid)`` the full dump, used only with ``--incident-dump``."""
+
+    def __init__(self, path: Path, options: RecordOptions, log_tail: Callable[[int], str],
+                 say: Callable[[str], None], warn: Callable[[str], None],
+                 dump_job: Optional[Callable[[int], dict]] = None) -> None:  # fmt: skip
+        self.path, self.options = path, options
+        self._log_tail, self._say, self._warn, self._dump_job = log_tail, say, warn, dump_job
+        self.writer: Optional[RecordingWriter] = None
+        self.incidents = 0
+        self._detector = incidents.IncidentDetector()
+        self._recent: deque = deque()  # (at, raw, meta) of the last BUNDLE_FRAMES_S, for bundles
+        self._threads: list = []
+
+    def record(self, snap: Snapshot) -> None:
+        at = frame_time(snap, time.time())
+        doc = snap.to_dict()
+        raw, meta = fmt.pack(doc), fmt.frame_meta(snap.job.state, snap.findings)
+        try:
+            if self.writer is None:
+                self.writer = RecordingWriter(self.path, self._header(doc), self.options.max_size)
+            self.writer.frame(at, raw, meta)
+            self._recent.append((at, raw, meta))
+            while self._recent[0][0] < at - incidents.BUNDLE_FRAMES_S:
+                self._recent.popleft()
+            for finding in self._detector.new(snap.findings):
+                self._incident(at, doc["findings"][snap.findings.index(finding)], snap)
+        except OSError as err:
+            kept = self.writer.frames if self.writer else 0
+            raise DltopError(
+                f"cannot write {self.path}: {err.strerror}; the recording stops here ({kept} frames)"
+            ) from err
+
+    def _header(self, doc: dict) -> dict:
+        job = doc["job"]
+        options = self.options
+        return {
+            "schema": fmt.SCHEMA,
+            "dltop": __version__,
+            "recording_id": uuid.uuid4().hex,
+            "host": socket.gethostname(),
+            "started_at": doc["taken_at"],
+            "job": {k: job[k] for k in ("pid", "requested_pid", "cmdline", "trainer_pids", "started_at")},
+            "settings": {
+                "interval_s": options.interval_s,
+                "hang_after_s": options.hang_after_s,
+                "stacks": options.stacks,
+                "max_size": options.max_size,
+                "incident_dump": options.incident_dump,
+                "on_incident": bool(options.on_incident),  # not the command: it may hold a token
+            },
+            "frame_schema": SNAPSHOT_SCHEMA,
+            "encoding": f"msgpack frames, a zstd stream per {fmt.SEGMENT_FRAMES}-frame segment",
+        }
+
+    def _incident(self, at: float, finding: dict, snap: Snapshot) -> None:
+        self.incidents += 1
+        number = self.incidents
+        directory: Optional[Path] = incidents.bundle_dir(self.path, number, finding["id"])
+        if number > incidents.MAX_BUNDLES:
+            directory = None
+        else:
+            try:
+                self._write_bundle(directory, number, finding, snap)
+            except (OSError, DltopError) as err:  # a bundle that cannot be written never stops the recording
+                self._warn(f"incident {number} ({finding['id']}): no bundle: {err}")
+                directory = None
+        self.writer.incident(at, {"number": number, "finding": finding,
+                                  "bundle": directory.name if directory else None})  # fmt: skip
+        self._say(
+            f"incident {number}: [{finding['severity']}] {finding['title']}" + (f" → {directory}" if directory else "")
+        )
+        if self.options.on_incident or (directory and self.options.incident_dump):
+            thread = threading.Thread(target=self._after_bundle, args=(directory, number, finding, snap.job.pid),
+                                      name=f"dltop-incident-{number}", daemon=True)  # fmt: skip
+            thread.start()
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+
+    def _write_bundle(self, directory: Path, number: int, finding: dict, snap: Snapshot) -> None:
+        incident = {"schema": incidents.BUNDLE_SCHEMA, "number": number, "finding": finding, "at": snap.taken_at,
+                    "job": self.writer.header["job"], "recording": str(self.path.resolve())}  # fmt: skip
+        tails = {pid: self._log_tail(pid) for pid in snap.job.trainer_pids}
+        incidents.write_bundle(directory, incident, snap, tails)
+        frames = RecordingWriter(directory / "frames.dltop", {**self.writer.header, "bundle": directory.name})
+        for at, raw, meta in self._recent:
+            frames.frame(at, raw, meta)
+        frames.close(f"incident {number}: the {incidents.BUNDLE_FRAMES_S:.0f} s before it")
+
+    def _after_bundle(self, directory: Optional[Path], number: int, finding: dict, job_pid: int) -> None:
+        """The dump (pauses the job's processes briefly), then the hook, on a thread of their own:
+        neither delays a tick."""
+        if directory and self.options.incident_dump and self._dump_job is not None:
+            incidents.write_dump(directory, self._dump_job, job_pid)
+        command = self.options.on_incident
+        if not command:
+            return
+        env = incidents.hook_env(directory, number, finding, job_pid, self.path)
+        try:
+            failure = incidents.run_hook(command, env, self.options.hook_timeout_s)
+        except OSError as err:
+            failure = f"could not start: {err}"
+        if directory:
+            (directory / "on-incident.txt").write_text(f"$ {command}\n{failure or 'ok'}\n")
+        if failure:
+            self._warn(f"incident {number}: --on-incident {failure}")
+
+    def close(self, reason: str) -> None:
+        """Waits (bounded) for dumps and hooks under way, then ends the recording cleanly."""
+        deadline = time.monotonic() + THREADS_JOIN_S
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if self.writer is None:
+            return
+        try:
+            self.writer.close(reason)
+        except OSError as err:
+            self._warn(f"cannot close {self.path} cleanly: {err.strerror} (it replays up to its last frame)")
+            return
+        frames = self.writer.frames
+        per_frame = self.writer.frame_bytes / frames if frames else 0
+        self._say(f"{frames} frames ({per_frame:,.0f} B each) in {self.path}; {reason}")
