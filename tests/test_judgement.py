@@ -115,13 +115,12 @@ def test_suggested_workers_never_break_the_machines_caps():
         # CPU a busy worker uses: measured; with num_workers=0, the trainer's CPU while it fetched, at most
         per_busy = ev["worker_cpu_percent"] / 100 / busy if workers else min(1.0, trainer / 100 / busy)
         assert per_busy > 0
-        if per_busy < 0.5 and suggested * per_busy / settings.workers_headroom > allowed:
-            assert "mostly wait" in found[0].detail
-            continue
-        workers_cpu = suggested / settings.workers_headroom * per_busy
-        # the trainer keeps its CPU (with workers; without, its fetch is what moves to them)
-        room = allowed - trainer / 100 if workers else allowed
-        assert workers_cpu <= room + per_busy + 1e-6, (ev, per_busy)
+        room = allowed - trainer / 100 if workers else allowed  # the trainer keeps its CPU; its fetch moves
+        if per_busy < 0.5:  # workers that mostly wait: the CPU model bounds them, and the finding says so
+            assert suggested / settings.workers_headroom * per_busy <= room + per_busy + 1e-6, (ev, per_busy)
+            assert suggested <= allowed or "mostly wait" in found[0].detail
+        else:  # counted as busy, workers that compute fit beside the trainer (a quarter of a worker over)
+            assert suggested * per_busy <= room + 0.26 * per_busy + 1e-6 or suggested == max(workers, 1), ev
         assert suggested <= min(ev["caps"].values(), default=math.inf)
     assert checked > 200  # the check ran on many windows that asked for more workers
 

@@ -110,6 +110,7 @@ class Collector:
         if self.stacks is not None:
             self.stacks.update([(pid, ticks, role, schedstats.get((pid, ticks))) for pid, ticks, role in live])
             samples = [self._with_stack(s) for s in samples]
+            self._ready_by_stack(samples, stats, now)
         samples = [self._with_main_thread(s, stats[s.pid].start_ticks, now) if s.role == "trainer" else s
                    for s in samples]  # fmt: skip
         by_pid = {s.pid: s for s in samples}
@@ -208,6 +209,15 @@ class Collector:
             stack_at=iso(proc.stack_wall) if proc.stack_wall else None,
             stuck_s=stuck,
         )
+
+    def _ready_by_stack(self, samples: list, stats: dict, now: float) -> None:
+        """Workers whose stack shows them past start-up (in _worker_loop's loop) were ready when it was sampled."""
+        wall = self._wall()
+        for s in samples:
+            if s.role == "worker" and s.stack_at and s.activity not in ("starting", "unknown"):
+                proc = self.stacks.procs.get(s.pid)
+                if proc is not None and proc.stack_wall is not None:
+                    self.startups.ready(s.pid, stats[s.pid].start_ticks, now - (wall - proc.stack_wall))
 
     def _with_main_thread(self, sample: ProcessSample, start_ticks: int, now: float) -> ProcessSample:
         """A trainer's main thread CPU alone (schedstat): what it uses beyond that runs in other

@@ -21,7 +21,9 @@ from dltop.collect import procfs
 
 POLL_S = 0.02
 KEEP_S = 60.0  # intervals older than this are forgotten (record windows cover 8 s)
-GIVE_UP_S = 120.0  # a worker unnamed this long is not going to be named
+FIRST_SEEN_S = 2.5  # a worker first seen older than this was there before dltop looked: not timed
+SEEN_KEPT = 4096
+GIVE_UP_S = 30.0  # a worker unnamed this long and no stack to say it is ready: not timed
 
 
 @dataclass
@@ -45,6 +47,7 @@ class StartupWatcher:
         self._wake = threading.Event()
         self._closed = False
         self._watched: dict = {}  # (pid, start_ticks) -> Startup
+        self._seen: dict = {}  # (pid, start_ticks) of unnamed workers already considered (oldest first)
         self._done: deque = deque()  # Startup, oldest first
         self._thread: Optional[threading.Thread] = None
 
@@ -54,13 +57,28 @@ class StartupWatcher:
         if comm.startswith(self.names):
             return  # named already: ready (dltop may have seen it first a tick after it started)
         with self._lock:
-            if key in self._watched:
+            if key in self._watched or key in self._seen:
                 return
-            self._watched[key] = Startup(pid, trainer_pid, started_monotonic(start_ticks))
+            self._seen[key] = None
+            while len(self._seen) > SEEN_KEPT:
+                del self._seen[next(iter(self._seen))]
+            began = started_monotonic(start_ticks)
+            if time.monotonic() - began > FIRST_SEEN_S:
+                return  # alive before dltop looked: when it became ready is not known (and long past)
+            self._watched[key] = Startup(pid, trainer_pid, began)
         self._wake.set()
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="dltop-startup", daemon=True)
             self._thread.start()
+
+    def ready(self, pid: int, start_ticks: int, at: float) -> None:
+        """A stack showed the worker in ``_worker_loop`` at ``at`` (monotonic): ready by then, whatever
+        its name says (a library may have renamed it, and then it is never named)."""
+        with self._lock:
+            startup = self._watched.pop((pid, start_ticks), None)
+            if startup is not None:
+                startup.ready = max(startup.began, at)
+                self._done.append(startup)
 
     def intervals(self, trainer_pid: int) -> list:
         """[(began, ready or None)] of this trainer's workers that started in the last KEEP_S."""
@@ -92,7 +110,7 @@ class StartupWatcher:
                 named, gone = stat.comm.startswith(self.names), stat.start_ticks != key[1] or stat.state == "Z"
             except (OSError, ValueError, IndexError):
                 named, gone = False, True
-            if named or gone or now - startup.began > GIVE_UP_S:
+            if named or gone or now - startup.began > GIVE_UP_S:  # an unnamed one given up is not timed
                 with self._lock:
                     self._watched.pop(key, None)
                     if named:

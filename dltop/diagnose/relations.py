@@ -31,7 +31,13 @@ def _on_gpu(cause: Finding, symptom: Finding) -> bool:
 
 
 def _binds(cap: str):
-    return lambda cause, symptom: symptom.evidence.get("binding") == cap
+    """The symptom's model found no room for more workers, and ``cap`` is why."""
+
+    def explains(cause: Finding, symptom: Finding) -> bool:
+        ev = symptom.evidence
+        return ev.get("binding") == cap and ev.get("suggested_workers") == ev.get("num_workers")
+
+    return explains
 
 
 def _no_shortfall(cause: Finding, symptom: Finding) -> bool:
