@@ -2,6 +2,7 @@
 
     python screenshots/make.py record   # run demo scenarios, save snapshots to tests/fixtures/snapshots/
     python screenshots/make.py shots    # render screenshots/*.svg from those recordings (and a bench run)
+    python screenshots/make.py shots-no-bench   # the same without the bench run (a minute of CPU)
 
 The recordings are real `dltop snapshot --json` reports of the bundled demo job; the SVG snapshot
 tests (tests/test_tui.py) replay the same files.
@@ -29,11 +30,11 @@ RECORD = {
     "hung-worker": ("hung-worker", 4, ("--duration", "14", "--hang-after", "8")),
 }
 SHOTS = {  # screenshot -> (recording, keys pressed first, terminal size)
-    "healthy": ("healthy", (), (100, 30)),
-    "input-bound": ("input-bound", (), (100, 30)),
-    "hung-worker": ("hung-worker", (), (100, 30)),
-    "hung-worker-stack": ("hung-worker", ("down", "s"), (100, 30)),
-    "narrow-80x24": ("input-bound", (), (80, 24)),
+    "input-bound": ("input-bound", (), (160, 45)),
+    "healthy": ("healthy", (), (160, 45)),
+    "hung-worker": ("hung-worker", (), (160, 45)),
+    "hung-worker-80x24": ("hung-worker", (), (80, 24)),
+    "hung-worker-stack": ("hung-worker", ("down", "s"), (160, 45)),
 }
 
 
@@ -85,7 +86,7 @@ async def shoot_bench() -> None:
     from dltop.tui.screens import BenchScreen
 
     app = recorded_app("input-bound")
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(160, 45)) as pilot:
         while app.snapshot is None:
             await pilot.pause(0.05)
         await pilot.press("b")
@@ -98,11 +99,13 @@ async def shoot_bench() -> None:
     print("screenshots/bench.svg")
 
 
-def shots() -> None:
+def shots(bench: bool = True) -> None:
     for shot, (recording, keys, size) in SHOTS.items():
         asyncio.run(shoot(shot, recording, keys, size))
-    asyncio.run(shoot_bench())
+    if bench:
+        asyncio.run(shoot_bench())
 
 
 if __name__ == "__main__":
-    {"record": record, "shots": shots}[sys.argv[1] if len(sys.argv) > 1 else "shots"]()
+    commands = {"record": record, "shots": shots, "shots-no-bench": lambda: shots(bench=False)}
+    commands[sys.argv[1] if len(sys.argv) > 1 else "shots"]()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import json
 import shutil
 import subprocess
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dltop.model import ExitedWorker, Finding, snapshot_from_dict
+from dltop.collect.process_stats import NOT_READ_YET
+from dltop.model import ExitedWorker, Finding, Pending, snapshot_from_dict
 from dltop.tui import view
 from tests.support import ROOT, assert_one_line_error, run_dltop, wait_for
 from tests.windows import bound_window
@@ -26,12 +28,23 @@ def recorded(name: str):
     return snapshot_from_dict(json.loads((RECORDINGS / f"{name}.json").read_text()))
 
 
-def recorded_app(name: str):
+def recorded_app(name: str, change=lambda snap: snap):
     from dltop.tui.app import DltopApp
     from dltop.tui.source import RecordedSource
 
-    source = RecordedSource([recorded(name)])
+    source = RecordedSource([change(recorded(name))])
     return DltopApp(lambda: source, interval=3600)
+
+
+def explained(snap):
+    """The hung-worker recording with its trainer's wait explained by the hang (as diagnose says it)."""
+    ids = {f.id for f in snap.findings}
+    if "worker-hung" not in ids:
+        return snap
+    findings = [
+        dataclasses.replace(f, explained_by="worker-hung") if f.id == "input-bound" else f for f in snap.findings
+    ]
+    return dataclasses.replace(snap, findings=findings)
 
 
 def live_app(pid: int, **kwargs):
@@ -71,6 +84,8 @@ def test_table_shows_the_real_workers_and_a_workers_stack(start_job):
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: table_pids(app) >= workers | {job.pid}, 30, "the job's pids in the table")
             assert table_pids(app) == workers | {job.pid}
+            # a new process's USS is a figure or "measuring" from its first tick, never n/a
+            assert {r.cells["uss"] for r in view.rows(app.snapshot)}.isdisjoint({"n/a"})
             table = app.query_one(WorkersTable)
             worker = sorted(workers)[0]
             table.move_cursor(row=table.keys.index(str(worker)))
@@ -175,14 +190,62 @@ def test_keys_sort_pause_help_and_the_palette():
 async def _shown(pilot) -> None:
     while pilot.app.snapshot is None:
         await pilot.pause(0.05)
+    await pilot.pause(0.1)  # the layout fits the findings after the first refresh
 
 
-def test_snapshot_healthy(snap_compare):
-    assert snap_compare(recorded_app("healthy"), terminal_size=(100, 30), run_before=_shown)
+def _screen_text(app) -> str:
+    """The screen as plain text, borders blanked (words touching a border stay words)."""
+    from rich.console import Console
+
+    console = Console(width=app.size.width, record=True, file=io.StringIO(), color_system=None)
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text().translate(str.maketrans("│─╭╮╰╯", "      "))
 
 
-def test_snapshot_input_bound_at_80x24(snap_compare):
-    assert snap_compare(recorded_app("input-bound"), terminal_size=(80, 24), run_before=_shown)
+def sixteen_workers(snap):
+    """The recording with 16 workers (the table must scroll at 80x24)."""
+    worker = next(p for p in snap.processes if p.role == "worker" and p.activity == "idle")
+    more = [dataclasses.replace(worker, pid=90000 + i) for i in range(14)]
+    return explained(dataclasses.replace(snap, processes=snap.processes + more))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36), (160, 45)])
+@pytest.mark.parametrize("change", [explained, sixteen_workers])
+def test_the_screen_has_no_holes_and_cuts_no_word(size, change):
+    from dltop.tui.widgets import FindingsPanel, GpuPanel, WorkersTable
+
+    async def run():
+        app = recorded_app("hung-worker", change)
+        async with app.run_test(size=size) as pilot:
+            await _shown(pilot)
+            table, panel = app.query_one(WorkersTable), app.query_one(FindingsPanel)
+            assert not app.query_one(GpuPanel).display  # no GPU: a line among the system figures
+            assert table.region.bottom == panel.region.y and panel.region.bottom == size[1] - 1  # no band
+            text = _screen_text(app)
+            words = set(text.split())
+            cause = panel.entries[0].cause
+            assert cause.id == "worker-hung" and [c.id for c in panel.entries[0].consequences] == ["input-bound"]
+            for part in (cause.title, cause.detail, cause.suggestion):
+                assert [w for w in part.split() if w not in words] == [], part  # whole, and no word cut
+            job_line = text.splitlines()[1].replace("…", " ").split()
+            full = f"{view.figures_line(app.snapshot)} · {view.header_line(app.snapshot)}".split()
+            assert len(job_line) >= 12 and job_line == full[: len(job_line)]  # cut between words
+            assert "HUNG" in text and "GPU  none (no NVML library)" in text
+            trainer, stuck = app.snapshot.job.trainer_pids[0], cause.pids[0]
+            assert f"{trainer} trainer" in text and f"{stuck}  └ worker" in text
+            detail_line = next(line for line in text.splitlines() if cause.detail.split()[0] in line)
+            title_line = next(line for line in text.splitlines()[2:] if cause.title in line)  # not the headline
+            assert detail_line.index(cause.detail.split()[0]) == title_line.index(cause.title)  # hanging indent
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    "recording, size",
+    [("hung-worker", (80, 24)), ("input-bound", (120, 36)), ("hung-worker", (160, 45)), ("healthy", (120, 36))],
+)
+def test_snapshot(snap_compare, recording, size):
+    assert snap_compare(recorded_app(recording, explained), terminal_size=size, run_before=_shown)
 
 
 def test_snapshot_hung_worker_stack(snap_compare):
@@ -207,11 +270,78 @@ def finding(fid, severity="warning", pids=(1,)):
 )  # fmt: skip
 def test_badge(ids, state):
     snap = bound_window(10.0)[0]
-    severities = {"too-many-workers": "info"}
+    severities = {"too-many-workers": "info", "worker-hung": "error", "worker-died": "error"}
     found = [finding(i, severities.get(i, "warning")) for i in ids]
     assert view.badge(dataclasses.replace(snap, findings=found)).state == state
     exited = dataclasses.replace(snap, job=dataclasses.replace(snap.job, state="exited", exit_code=-9))
     assert view.badge(exited).text == "EXITED (-9)"
+
+
+def test_until_the_data_wait_is_known_the_headline_says_measuring_and_how_long():
+    snap = bound_window(10.0)[0]
+    unknown = [dataclasses.replace(ld, data_wait_percent=None) for ld in snap.loaders]
+    early = dataclasses.replace(snap, loaders=unknown, stacks_status="ok",
+                                pending=[Pending("input-bound", "30 samples of the trainer's time", 12.4)])  # fmt: skip
+    assert view.badge(early).text == "MEASURING"
+    assert view.headline(early) == "measuring the trainer's data wait: 30 samples of the trainer's time, about 13 s yet"
+    assert view.badge(dataclasses.replace(early, pending=[])).text == "MEASURING"  # never HEALTHY without a verdict
+    assert view.badge(dataclasses.replace(early, stacks_status="off")).text == "NO STACKS"
+    later = dataclasses.replace(snap, pending=[Pending("worker-memory-growth", "30 s of USS", 20.0)])
+    assert view.badge(later).text == "HEALTHY" and "still judging worker-memory-growth" in view.headline(later)
+
+
+def test_a_consequence_is_one_entry_with_its_cause_and_is_never_the_fix():
+    from dltop.tui.widgets import FindingsPanel
+
+    hung = Finding("worker-hung", "error", "Worker 10 deadlocked", "d", [10], {}, "set timeout=120")
+    wait = Finding("input-bound", "warning", "Trainer waits 100%", "d", [1], {}, "num_workers=22",
+                   bench_args=["--x"], explained_by="worker-hung", impact=1.0)  # fmt: skip
+    # the consequence arrives first (more impact), yet the headline names the root cause
+    snap = dataclasses.replace(bound_window(100.0)[0], findings=[wait, hung])
+    (entry,) = view.entries(snap)
+    assert entry.cause is hung and entry.consequences == (wait,)
+    assert view.badge(snap).text == "HUNG" and view.headline(snap) == "Worker 10 deadlocked"
+
+    async def run():
+        app = recorded_app("healthy", lambda _: snap)
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:
+            await _shown(pilot)
+            panel = app.query_one(FindingsPanel)
+            assert panel.entries == [entry] and panel.selected() is hung
+            text = _screen_text(app)
+            assert "fix: set timeout=120" in text and "↳ Trainer waits 100%" in text and "num_workers=22" not in text
+            await pilot.press("b")  # the only bench_args belong to the consequence: nothing to bench
+            assert any("No finding with a suggestion" in str(n.message) for n in app._notifications)
+
+    asyncio.run(run())
+
+
+def test_sort_keeps_workers_under_their_trainer_and_new_figures_say_measuring():
+    snap = bound_window(10.0, workers=2)[0]
+    second = [dataclasses.replace(p, pid=p.pid + 100, trainer_pid=101, cpu_percent=(p.cpu_percent or 0) / 2)
+              for p in snap.processes]  # fmt: skip
+    busy = [dataclasses.replace(p, cpu_percent=95.0) if p.pid == 11 else p for p in snap.processes]
+    new = dataclasses.replace(second[-1], uss_bytes=None, unavailable={"uss_bytes": NOT_READ_YET})
+    zombie = dataclasses.replace(second[1], state="zombie", exit_code=-11, activity="unknown",
+                                 cpu_percent=None, ppid=101)  # fmt: skip
+    snap = dataclasses.replace(snap, processes=busy + [second[0], zombie, new])
+    order = [r.pid for r in view.rows(snap, "cpu")]
+    assert order == [1, 11, 10, 101, 111, 110]  # trainers by CPU, each one's workers under it by CPU
+    cells = {r.pid: r.cells for r in view.rows(snap)}
+    assert cells[111]["uss"] == "measuring" and cells[10]["uss"] == "200M"
+    row = next(r for r in view.rows(snap) if r.pid == 110)
+    assert row.cells["activity"] == "ZOMBIE SIGSEGV" and row.alert == "dead"
+    from dltop.tui.screens import stack_text
+
+    assert "worker 110 has exited (SIGSEGV); its parent 101 has not reaped it" in str(stack_text(snap, 110))
+
+
+def test_words_are_never_cut_and_meters_fill_columns():
+    assert view.fit_words("data wait 12% · job 4891 · python train.py --workers 2", 30) == "data wait 12% · job 4891…"
+    lines = ["CPU  job 1.0/2", "mem  2G free", "shm  1M used", "GPU  none"]
+    assert view.columns(lines, 80) == ["CPU  job 1.0/2   mem  2G free   shm  1M used   GPU  none"]
+    assert view.columns(lines, 33) == ["CPU  job 1.0/2   shm  1M used", "mem  2G free     GPU  none"]
+    assert view.columns(lines, 10) == lines
 
 
 def test_rows_group_workers_under_their_trainer_and_show_the_dead():

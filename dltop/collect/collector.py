@@ -25,8 +25,9 @@ from dltop.frames import start_method as stack_start_method
 from dltop.frames import worker_activity
 from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot
 
-# CPU time per tick for smaps_rollup reads (USS/PSS): the rest are refreshed on later ticks.
-MEMORY_BUDGET_S = 0.006
+# CPU time per tick for smaps_rollup reads (USS/PSS): the rest are refreshed on later ticks. One
+# read a tick at least (a torch process's costs ~3 ms: the kernel walks its page tables).
+MEMORY_BUDGET_S = 0.003
 SETTLE_S = 1.5
 PIN_TTL_S = 5.0
 HANG_AFTER_S = 20.0  # a worker's stack unchanged without CPU this long is "stuck"

@@ -151,6 +151,10 @@ class DiskSampler:
         self._previous: Optional[tuple] = None
         self._numbers: dict = {}  # pid -> st_dev numbers it uses
         self._turn = 0
+        self._names: tuple = (
+            frozenset(),
+            set(),
+        )  # (device numbers, their diskstats names): mountinfo read once per change
         self.used: set = set()
 
     def _refresh_usage(self, job_pids: list) -> None:
@@ -159,8 +163,10 @@ class DiskSampler:
         self._turn += 1
         for pid in due:
             self._numbers[pid] = device_numbers_used_by(pid)
-        all_numbers = set().union(*self._numbers.values()) if self._numbers else set()
-        self.used = names_of_devices(all_numbers, job_pids[0] if job_pids else None)
+        all_numbers = frozenset().union(*self._numbers.values()) if self._numbers else frozenset()
+        if all_numbers != self._names[0]:
+            self._names = (all_numbers, names_of_devices(set(all_numbers), job_pids[0] if job_pids else None))
+        self.used = self._names[1]
 
     def sample(self, job_pids: Iterable[int]) -> list:
         self._refresh_usage(sorted(job_pids))

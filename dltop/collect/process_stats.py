@@ -1,15 +1,20 @@
 """Per-process figures of one tick: CPU, memory (USS/PSS from smaps_rollup), fds, I/O rates.
 
-psutil's ``oneshot()`` batches the reads per process (as nvitop does); counters are turned
-into rates against the previous tick. A reading the kernel refuses (another user's process)
-becomes ``None`` plus a reason in ``unavailable``; the other readings still show.
+The figures come from /proc directly, as few reads as they need: CPU time, threads, RSS and
+state from the /proc/<pid>/stat that discovery read this tick; then /proc/<pid>/io, the fd
+count (one stat of /proc/<pid>/fd) and schedstat. What cannot change for a process (its start
+time, owner) is worked out once; the fd limit every FD_LIMIT_TTL_S; smaps_rollup (costly) when
+the collector's budget allows. Counters become rates against the previous tick. A reading the
+kernel refuses (another user's process) becomes ``None`` plus a reason in ``unavailable``; the
+other readings still show.
 """
 
 from __future__ import annotations
 
+import os
+import pwd
 import time
 from datetime import datetime, timezone
-from types import SimpleNamespace
 from typing import Callable, Optional
 
 import psutil
@@ -20,19 +25,29 @@ from dltop.model import Placement, ProcessSample
 
 FD_LIMIT_TTL_S = 10.0
 FD_KINDS_FROM = 0.5  # share of the fd limit above which dltop looks at what the fds are
-_ZERO_IO = SimpleNamespace(read_bytes=0, write_bytes=0, read_chars=0, write_chars=0)
+NOT_READ_YET = "not read yet (refreshed within dltop's CPU budget)"
+IO_FIGURES = ("read_bytes_per_s", "write_bytes_per_s", "read_chars_per_s", "write_chars_per_s")
+_ZERO_IO = {"read_bytes": 0, "write_bytes": 0, "rchar": 0, "wchar": 0}
+STATES = {  # stat's letter -> the names psutil (and the JSON contract) use
+    "R": "running", "S": "sleeping", "D": "disk-sleep", "T": "stopped", "t": "tracing-stop", "Z": "zombie",
+    "X": "dead", "x": "dead", "K": "wake-kill", "W": "waking", "I": "idle", "P": "parked",
+}  # fmt: skip
 
 
 def iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="seconds")
 
 
-def _denied_reason(proc: psutil.Process) -> str:
+def owner_of(pid: int) -> Optional[str]:
+    """The user name of a process (its uid where the name is unknown), None if it is gone."""
     try:
-        owner = proc.username()
-    except psutil.Error:
-        owner = "another user"
-    return f"permission denied (process of {owner}; run dltop as that user or root)"
+        uid = os.stat(f"{procfs.PROC}/{pid}").st_uid
+    except OSError:
+        return None
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 class ProcessSampler:
@@ -40,20 +55,20 @@ class ProcessSampler:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         self._clock, self._wall = clock, wall
-        self._procs: dict = {}  # (pid, start_ticks) -> psutil.Process
-        self._previous: dict = {}  # (pid, start_ticks) -> (t, cpu_s, io counters or None)
+        self._boot_s = psutil.boot_time()  # start ticks count from here
+        self._static: dict = {}  # (pid, start_ticks) -> (start epoch, ISO, user): facts that never change
+        self._previous: dict = {}  # (pid, start_ticks) -> (t, cpu_s, io counters or None, run-queue wait s)
         self.memory_read_at: dict = {}  # (pid, start_ticks) -> clock of the last smaps_rollup read
         self._memory: dict = {}  # (pid, start_ticks) -> (uss, pss)
         self._fd_limits: dict = {}  # (pid, start_ticks) -> (clock when read, soft limit)
         self._fd_kinds_cache: dict = {}  # (pid, start_ticks) -> (clock when read, {kind: count})
-        self._users: dict = {}  # (pid, start_ticks) -> user name
         self.schedstats: dict = {}  # (pid, start_ticks) -> (run ns, run-queue wait ns, timeslices) this tick
 
     def forget_except(self, alive_keys: set) -> None:
-        for key in list(self._procs):
+        for key in list(self._static):
             if key not in alive_keys:
-                caches = (self._procs, self._previous, self.memory_read_at, self._memory, self._fd_limits)
-                for cache in (*caches, self._fd_kinds_cache, self._users, self.schedstats):
+                caches = (self._static, self._previous, self.memory_read_at, self._memory, self._fd_limits)
+                for cache in (*caches, self._fd_kinds_cache, self.schedstats):
                     cache.pop(key, None)
 
     def sample(
@@ -64,9 +79,9 @@ class ProcessSampler:
         placement: Optional[Placement],
         read_memory: bool = True,
     ) -> Optional[ProcessSample]:
-        """Figures of one process now; None if it vanished while we read it.
+        """Figures of one process now, from ``stat`` (read this tick); None if it vanished.
 
-        USS/PSS come from smaps_rollup, which makes the kernel walk the page tables: about 5 ms
+        USS/PSS come from smaps_rollup, which makes the kernel walk the page tables: about 4 ms
         for a torch worker. With ``read_memory`` False the last reading is reused.
         """
         key = (member.pid, stat.start_ticks)
@@ -84,20 +99,20 @@ class ProcessSampler:
             code = procfs.decode_exit_status(stat.exit_status) if stat.exit_status is not None else None
             return ProcessSample(**base, state="zombie", exit_code=code)
         try:
-            proc = self._procs.get(key) or psutil.Process(member.pid)
-            self._procs[key] = proc
-            return self._read(proc, key, base, read_memory)
-        except (psutil.NoSuchProcess, psutil.ZombieProcess, FileNotFoundError, ProcessLookupError):
+            return self._read(stat, key, base, read_memory)
+        except (FileNotFoundError, ProcessLookupError):
             return None
 
-    def _user(self, proc: psutil.Process, key: tuple) -> Optional[str]:
-        """The owner's name, looked up once per process (pwd reads /etc/passwd every time)."""
-        if key not in self._users:
-            try:
-                self._users[key] = proc.username()
-            except (psutil.AccessDenied, KeyError):
-                self._users[key] = None
-        return self._users[key]
+    def _static_facts(self, stat: procfs.Stat, key: tuple) -> tuple:
+        """(start epoch, its ISO form, owner): worked out once per process."""
+        if key not in self._static:
+            started = self._boot_s + stat.start_ticks / procfs.CLOCK_TICKS
+            self._static[key] = (started, iso(started), owner_of(stat.pid))
+        return self._static[key]
+
+    def _denied(self, key: tuple) -> str:
+        owner = self._static.get(key, (0, "", None))[2] or "another user"
+        return f"permission denied (process of {owner}; run dltop as that user or root)"
 
     def _fd_limit(self, pid: int, key: tuple, now: float) -> Optional[int]:
         """The open-file soft limit, re-read every FD_LIMIT_TTL_S: it only changes by prlimit."""
@@ -116,52 +131,50 @@ class ProcessSampler:
                 return None
         return cached[1]
 
-    def _read(self, proc: psutil.Process, key: tuple, base: dict, read_memory: bool) -> ProcessSample:
-        unavailable: dict = {}
-        figures: dict = {}
-        now = self._clock()
-        with proc.oneshot():
-            status = proc.status()
-            times = proc.cpu_times()
-            cpu_s = times.user + times.system
-            figures["num_threads"] = proc.num_threads()
-            figures["started_at"] = iso(proc.create_time())
-            figures["user"] = self._user(proc, key)
-            figures["rss_bytes"] = proc.memory_info().rss
-            if read_memory:
-                try:
-                    mem = proc.memory_full_info()
-                    self._memory[key] = (mem.uss, getattr(mem, "pss", None))
-                except psutil.AccessDenied:
-                    unavailable["uss_bytes"] = unavailable["pss_bytes"] = _denied_reason(proc)
-                self.memory_read_at[key] = now
-            if key in self._memory:
-                figures["uss_bytes"], figures["pss_bytes"] = self._memory[key]
-            elif not unavailable:
-                unavailable["uss_bytes"] = unavailable["pss_bytes"] = (
-                    "not read yet (refreshed within dltop's CPU budget)"
-                )
-            try:
-                figures["num_fds"] = proc.num_fds()
-            except psutil.AccessDenied:
-                unavailable["num_fds"] = _denied_reason(proc)
-            try:
-                io = proc.io_counters()
-            except psutil.AccessDenied:
-                io = None
-                for name in ("read_bytes_per_s", "write_bytes_per_s", "read_chars_per_s", "write_chars_per_s"):
-                    unavailable[name] = _denied_reason(proc)
+    def _read_memory(self, pid: int, key: tuple, now: float, unavailable: dict) -> None:
         try:
-            figures["fd_limit"] = self._fd_limit(proc.pid, key, now)
+            self._memory[key] = procfs.read_private_memory(pid)
         except PermissionError:
-            unavailable["fd_limit"] = _denied_reason(proc)
+            unavailable["uss_bytes"] = unavailable["pss_bytes"] = self._denied(key)
+        self.memory_read_at[key] = now
+
+    def _read(self, stat: procfs.Stat, key: tuple, base: dict, read_memory: bool) -> ProcessSample:
+        pid, unavailable = stat.pid, {}
+        now = self._clock()
+        started, started_at, user = self._static_facts(stat, key)
+        cpu_s = stat.cpu_ticks / procfs.CLOCK_TICKS
+        figures: dict = dict(
+            num_threads=stat.num_threads,
+            started_at=iso(started),
+            user=user,
+            rss_bytes=stat.rss_pages * procfs.PAGE_SIZE,
+        )
+        if read_memory:
+            self._read_memory(pid, key, now, unavailable)
+        if key in self._memory:
+            figures["uss_bytes"], figures["pss_bytes"] = self._memory[key]
+        elif not unavailable:
+            unavailable["uss_bytes"] = unavailable["pss_bytes"] = NOT_READ_YET
+        try:
+            figures["num_fds"] = procfs.count_fds(pid)
+        except PermissionError:
+            unavailable["num_fds"] = self._denied(key)
+        try:
+            io = procfs.read_io(pid)
+        except PermissionError:
+            io = None
+            unavailable.update(dict.fromkeys(IO_FIGURES, self._denied(key)))
+        try:
+            figures["fd_limit"] = self._fd_limit(pid, key, now)
+        except PermissionError:
+            unavailable["fd_limit"] = self._denied(key)
         if figures.get("fd_limit") and figures.get("num_fds", 0) >= FD_KINDS_FROM * figures["fd_limit"]:
-            figures["fd_kinds"] = self._fd_kinds(proc.pid, key, now)
+            figures["fd_kinds"] = self._fd_kinds(pid, key, now)
 
         # run-queue wait: the direct measure of CPU oversubscription, which CPU% cannot show
         # once every core is busy; the reading is kept for the stack sampler (one read a tick)
         try:
-            self.schedstats[key] = procfs.read_schedstat(proc.pid)
+            self.schedstats[key] = procfs.read_schedstat(pid)
         except (OSError, ValueError, IndexError):
             self.schedstats.pop(key, None)
         wait_s = self.schedstats[key][1] / 1e9 if key in self.schedstats else None
@@ -170,7 +183,7 @@ class ProcessSampler:
         if previous is None:
             # First sight: rates over the process's life so far, which for a worker that started
             # since the last tick (respawning workers) is exactly the figure wanted.
-            age = self._wall() - proc.create_time()
+            age = self._wall() - started
             previous = (now - max(age, 1e-3), 0.0, _ZERO_IO if io is not None else None, 0.0)
         then, prev_cpu, prev_io, prev_wait = previous
         dt = max(now - then, 1e-6)
@@ -179,9 +192,10 @@ class ProcessSampler:
             figures["cpu_wait_percent"] = max(0.0, (wait_s - prev_wait) / dt * 100)
         if io is not None and prev_io is not None:
             figures.update(
-                read_bytes_per_s=(io.read_bytes - prev_io.read_bytes) / dt,
-                write_bytes_per_s=(io.write_bytes - prev_io.write_bytes) / dt,
-                read_chars_per_s=(io.read_chars - prev_io.read_chars) / dt,
-                write_chars_per_s=(io.write_chars - prev_io.write_chars) / dt,
+                read_bytes_per_s=(io["read_bytes"] - prev_io["read_bytes"]) / dt,
+                write_bytes_per_s=(io["write_bytes"] - prev_io["write_bytes"]) / dt,
+                read_chars_per_s=(io["rchar"] - prev_io["rchar"]) / dt,
+                write_chars_per_s=(io["wchar"] - prev_io["wchar"]) / dt,
             )
-        return ProcessSample(**base, state=status, unavailable=unavailable, **figures)
+        state = STATES.get(stat.state, stat.state)
+        return ProcessSample(**base, state=state, unavailable=unavailable, **figures)

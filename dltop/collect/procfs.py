@@ -18,9 +18,13 @@ PROC = Path("/proc")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
 @dataclass(frozen=True)
 class Stat:
-    """The fields of /proc/<pid>/stat that discovery needs."""
+    """The fields of /proc/<pid>/stat that discovery and the per-process figures need: the file
+    is read once a tick per process, and CPU time, threads and RSS come from that one read."""
 
     pid: int
     comm: str
@@ -28,6 +32,9 @@ class Stat:
     ppid: int
     start_ticks: int  # since boot, in clock ticks
     exit_status: Optional[int]  # raw waitpid-style status (field 52), kernels >= 3.5
+    cpu_ticks: int = 0  # utime + stime, in clock ticks
+    num_threads: int = 0
+    rss_pages: int = 0
 
 
 def parse_stat(text: str) -> Stat:
@@ -36,16 +43,62 @@ def parse_stat(text: str) -> Stat:
     pid_text, _, comm = head.partition(" (")
     rest = tail.split()
     exit_status = int(rest[49]) if len(rest) > 49 else None
-    return Stat(int(pid_text), comm, rest[0], int(rest[1]), int(rest[19]), exit_status)
+    cpu_ticks = int(rest[11]) + int(rest[12])
+    return Stat(int(pid_text), comm, rest[0], int(rest[1]), int(rest[19]), exit_status, cpu_ticks, int(rest[17]),
+                int(rest[21]))  # fmt: skip
 
 
 def read_stat(pid: int) -> Stat:
     # os.open/os.read on a str path: this runs for every process on the machine every tick.
-    fd = os.open(f"{PROC}/{pid}/stat", os.O_RDONLY)
+    return parse_stat(_read_small(f"{PROC}/{pid}/stat").decode(errors="replace"))
+
+
+def _read_small(path: str, size: int = 4096) -> bytes:
+    """One read() of a small /proc file (no buffered file object: this runs per process per tick)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        return parse_stat(os.read(fd, 4096).decode(errors="replace"))
+        return os.read(fd, size)
     finally:
         os.close(fd)
+
+
+def parse_io(raw: bytes) -> dict:
+    """/proc/<pid>/io -> {rchar, wchar, syscr, syscw, read_bytes, write_bytes, cancelled_write_bytes}."""
+    counters = {}
+    for line in raw.splitlines():
+        name, _, value = line.partition(b":")
+        if value:
+            counters[name.decode()] = int(value)
+    return counters
+
+
+def read_io(pid: int) -> dict:
+    """I/O counters (the process's user or root only: PermissionError otherwise)."""
+    return parse_io(_read_small(f"{PROC}/{pid}/io"))
+
+
+def parse_smaps_rollup(raw: bytes) -> tuple:
+    """(USS, PSS) in bytes: USS is every Private_* line (clean, dirty, hugetlb), as psutil counts it."""
+    uss = pss = 0
+    for line in raw.splitlines():
+        if line.startswith(b"Private_"):
+            uss += int(line.split()[1]) * 1024
+        elif line.startswith(b"Pss:"):
+            pss = int(line.split()[1]) * 1024
+    return uss, pss
+
+
+def read_private_memory(pid: int) -> tuple:
+    """(USS, PSS) from smaps_rollup: the kernel walks the page tables (milliseconds for a torch
+    process), so callers ration it."""
+    return parse_smaps_rollup(_read_small(f"{PROC}/{pid}/smaps_rollup", 16384))
+
+
+def count_fds(pid: int) -> int:
+    """Open fds. Linux >= 6.2 gives the count as the size of /proc/<pid>/fd (one stat, not a
+    directory listing); older kernels say 0 there, and the directory is listed."""
+    size = os.stat(f"{PROC}/{pid}/fd").st_size
+    return size if size > 0 else len(os.listdir(f"{PROC}/{pid}/fd"))
 
 
 def read_uptime_s() -> float:
@@ -145,11 +198,7 @@ def read_schedstat(pid: int) -> tuple:
     The timeslice count changes whenever the thread runs at all: when it has not changed, the
     thread cannot have moved to another Python line.
     """
-    fd = os.open(f"{PROC}/{pid}/schedstat", os.O_RDONLY)
-    try:
-        run_ns, wait_ns, slices = os.read(fd, 256).split()[:3]
-    finally:
-        os.close(fd)
+    run_ns, wait_ns, slices = _read_small(f"{PROC}/{pid}/schedstat", 256).split()[:3]
     return int(run_ns), int(wait_ns), int(slices)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -40,6 +41,7 @@ _FORKSERVER = "multiprocessing.forkserver"
 # A new DataLoader worker runs unnamed from fork/exec until _worker_loop names it (under spawn,
 # through the whole torch import): a child this young is not promoted to trainer yet.
 STARTUP_GRACE_S = 10.0
+EVERY_THREAD_S = 5.0  # how often a refresh reads every thread's children, not only the main thread's
 
 
 @dataclass(frozen=True)
@@ -107,10 +109,13 @@ class ProcessTable:
         return table
 
     @classmethod
-    def scan_from(cls, roots: list) -> ProcessTable:
+    def scan_from(cls, roots: list, every_thread: bool = True) -> ProcessTable:
         """Only ``roots`` and their descendants, found through /proc/<pid>/task/<tid>/children:
         a job's refresh costs its own size, not the machine's (thousands of processes on a busy
-        host). Falls back to a full scan where the kernel has no children files."""
+        host). A child belongs to the thread that forked it; ``every_thread`` False reads only
+        the main thread's (where DataLoaders and launchers start their processes: a file per
+        process instead of one per thread). Falls back to a full scan where the kernel has no
+        children files."""
         if not CHILDREN_FILES:
             return cls.scan()
         table = cls(uptime_s=procfs.read_uptime_s())
@@ -122,10 +127,10 @@ class ProcessTable:
             seen.add(pid)
             try:
                 table.stats[pid] = procfs.read_stat(pid)
-                tids = os.listdir(f"{procfs.PROC}/{pid}/task")
+                tids = os.listdir(f"{procfs.PROC}/{pid}/task") if every_thread else [str(pid)]
             except (OSError, ValueError, IndexError):
                 continue
-            for tid in tids:  # a child belongs to the thread that forked it
+            for tid in tids:
                 try:
                     with open(f"{procfs.PROC}/{pid}/task/{tid}/children") as children:
                         todo.extend(int(child) for child in children.read().split())
@@ -180,6 +185,7 @@ class Discovery:
         self._cmdlines: dict = {}
         self._torch: dict = {}
         self._ranks: dict = {}
+        self._every_thread_at = float("-inf")
         self.table = ProcessTable()
         # What the collector learnt from stacks, which outranks names and command lines:
         # (pid, start ticks) -> worker | starting | other (frames.process_kind) ...
@@ -344,8 +350,14 @@ class Discovery:
         return tree
 
     def refresh(self, tree: JobTree) -> JobTree:
-        """Walk the job again: workers come and go, ranks may restart."""
-        self.table = ProcessTable.scan_from([tree.root_pid, *tree.members])
+        """Walk the job again: workers come and go, ranks may restart. Children forked by a thread
+        other than the main one (a loader built on a background thread) are found by a walk of
+        every thread's children, every EVERY_THREAD_S."""
+        now = time.monotonic()
+        every_thread = now - self._every_thread_at >= EVERY_THREAD_S
+        if every_thread:
+            self._every_thread_at = now
+        self.table = ProcessTable.scan_from([tree.root_pid, *tree.members], every_thread)
         if tree.root_pid in self.table.stats:
             return self.walk(tree.root_pid, tree.requested_pid, known=tree)
         # The root is gone; follow the trainers it left behind (reparented to init or a subreaper).

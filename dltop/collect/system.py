@@ -7,8 +7,9 @@ or Slurm gives it), never ``os.cpu_count()`` (DESIGN.md §4).
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import psutil
 
@@ -109,31 +110,57 @@ def shm_usage(pid: int) -> tuple:
     return None, None
 
 
+def parse_meminfo(text: str) -> dict:
+    """/proc/meminfo -> {field: bytes} (its kB figures)."""
+    values = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        fields = rest.split()
+        if fields and fields[0].isdigit():
+            values[name] = int(fields[0]) * (1024 if len(fields) > 1 else 1)
+    return values
+
+
 class SystemSampler:
-    def __init__(self) -> None:
+    """Figures of the machine each tick; the cgroup limits (a dozen files up the cgroup tree,
+    changed only by an administrator) every LIMITS_TTL_S."""
+
+    LIMITS_TTL_S = 10.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._physical = psutil.cpu_count(logical=False)
+        self._logical = os.cpu_count()
+        self._limits: dict = {}  # pid -> (clock when read, (cpu quota, memory limit))
         psutil.cpu_percent(interval=None)  # start the host-wide busy counter
+
+    def _cgroup_limits(self, pid: int) -> tuple:
+        now = self._clock()
+        cached = self._limits.get(pid)
+        if cached is None or now - cached[0] > self.LIMITS_TTL_S:
+            cached = self._limits[pid] = (now, cgroup_limits(pid))
+        return cached[1]
 
     def sample(self, pid: int) -> SystemSample:
         try:
             affinity = sorted(os.sched_getaffinity(pid))
         except OSError:
             affinity = sorted(os.sched_getaffinity(0))
-        quota, mem_limit = cgroup_limits(pid)
+        quota, mem_limit = self._cgroup_limits(pid)
         allowed = float(len(affinity)) if quota is None else min(float(len(affinity)), quota)
-        memory = psutil.virtual_memory()
+        memory = parse_meminfo((procfs.PROC / "meminfo").read_text())  # one read for memory and swap
         shm_total, shm_used = shm_usage(pid)
         return SystemSample(
-            cpus_logical=os.cpu_count() or len(affinity),
+            cpus_logical=self._logical or len(affinity),
             cpus_physical=self._physical,
             cpus_allowed=allowed,
             cpu_affinity=affinity,
             cpu_quota=quota,
             load_1m=os.getloadavg()[0],
-            mem_total_bytes=memory.total,
-            mem_available_bytes=memory.available,
+            mem_total_bytes=memory.get("MemTotal", 0),
+            mem_available_bytes=memory.get("MemAvailable", memory.get("MemFree", 0)),
             mem_limit_bytes=mem_limit,
-            swap_used_bytes=psutil.swap_memory().used,
+            swap_used_bytes=max(0, memory.get("SwapTotal", 0) - memory.get("SwapFree", 0)),
             shm_total_bytes=shm_total,
             shm_used_bytes=shm_used,
             cpu_busy_percent=psutil.cpu_percent(interval=None),

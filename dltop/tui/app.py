@@ -21,11 +21,15 @@ from dltop.tui.widgets import FindingsPanel, GpuPanel, JobHeader, SystemPanel, W
 
 CSS = """
 JobHeader { height: 2; padding: 0 1; }
-#panels { height: auto; max-height: 8; }
+#panels { height: auto; }
 GpuPanel, SystemPanel { width: 1fr; height: auto; border: round $primary-darken-2; padding: 0 1; }
-WorkersTable { height: 1fr; }
-FindingsPanel { height: auto; max-height: 35%; border: round $primary-darken-2; }
+WorkersTable { height: 1fr; min-height: 2; }
+FindingsPanel { height: auto; border: round $primary-darken-2; }
+.compact GpuPanel, .compact SystemPanel { border: none; }
+.compact FindingsPanel { border: none; border-top: round $primary-darken-2; }
 """
+COMPACT_BELOW = 30  # terminal rows under which the panels drop their borders (80x24 needs every row)
+TABLE_MIN_ROWS = 6  # the process table keeps this many rows (header included) before findings grow
 
 
 class DltopApp(App):
@@ -55,6 +59,7 @@ class DltopApp(App):
         self.error: Optional[str] = None
         self.refresh_ms: list = []  # UI time per refresh, for the figures
         self._stop = threading.Event()
+        self._layout: tuple = ()  # (table height, findings height, findings max height) applied
 
     def compose(self) -> ComposeResult:
         yield JobHeader("attaching…")
@@ -118,11 +123,41 @@ class DltopApp(App):
         if isinstance(self.screen, StackScreen):
             self.screen.show(snap)
         self.refresh_ms.append((time.perf_counter() - began) * 1000)
-        self.sub_title = f"{view.badge(snap).text.lower()} · {snap.taken_at}"
+        self.call_after_refresh(self._fit)
         if first:
             self.query_one(WorkersTable).focus()
         if exited_now:
             self.notify("The job exited; this is its last view. q quits.", severity="warning", timeout=30)
+
+    # -- layout -----------------------------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self.screen.set_class(self.size.height < COMPACT_BELOW, "compact")
+        self.call_after_refresh(self._fit)
+
+    def _fit(self) -> None:
+        """No band between the table and the findings: a short table takes the rows it has and
+        the findings the rest; a long one takes what the findings leave it, keeping a few rows,
+        and the findings never lose their first entry while the screen has room for it."""
+        if not self.is_mounted or self.screen is not self.screen_stack[0]:
+            return
+        panel, table = self.query_one(FindingsPanel), self.query_one(WorkersTable)
+        border = panel.styles.gutter.height
+        # everything else in the screen's own layer (header, meters, footer, a replay bar) keeps its rows
+        others = [w for w in self.screen.children if not isinstance(w, (WorkersTable, FindingsPanel))]
+        used = sum(w.outer_size.height for w in others if w.display and not w.styles.layer)
+        room = self.size.height - used  # the table and the findings share this
+        heights = panel.heights(max(10, panel.size.width - panel.styles.gutter.width - 1))
+        need, first = sum(heights) + border, (heights[0] if heights else 1) + border
+        rows = len(table.keys) + 1
+        if rows + need <= room:
+            layout = (rows, "1fr", None)
+        else:
+            floor = min(rows, TABLE_MIN_ROWS)
+            layout = ("1fr", "auto", max(3, min(max(first, room - floor), room - 2)))
+        if layout != self._layout:
+            self._layout = layout
+            table.styles.height, panel.styles.height, panel.styles.max_height = layout
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -151,8 +186,8 @@ class DltopApp(App):
     def action_bench(self) -> None:
         panel = self.query_one(FindingsPanel)
         finding = panel.selected()
-        if finding is None or not finding.bench_args:
-            finding = next((f for f in panel.findings if f.bench_args), None)
+        if finding is None or not finding.bench_args:  # a consequence's advice is never the fix
+            finding = next((e.cause for e in panel.entries if e.cause.bench_args), None)
         if finding is None:
             self.notify("No finding with a suggestion to bench right now.", timeout=4)
             return

@@ -70,6 +70,11 @@ def stack_text(snap: Snapshot, pid: int) -> Text:
             return Text(f"pid {pid} is no longer part of the job")
         text.append(f"worker {pid} exited ({gone[-1].cause}); its last stack:\n\n", style="bold")
         return _frames(text, gone[-1].last_stack)
+    if proc.state == "zombie":
+        code = "" if proc.exit_code is None else f" ({view.exit_text(proc.exit_code)})"
+        text.append(f"{proc.role} {pid} has exited{code}; its parent {proc.ppid} has not reaped it yet (a zombie)\n\n",
+                    style="bold red")  # fmt: skip
+        return text
     text.append(f"{proc.role} {pid}", style="bold")
     text.append(f" · {proc.state} · activity {proc.activity} · CPU {percent(proc.cpu_percent)}"
                 f" · USS {human_bytes(proc.uss_bytes)}")  # fmt: skip

@@ -4,38 +4,124 @@ and each refresh does no more work than the figures need."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
+from itertools import zip_longest
 from typing import Optional
 
-from dltop.model import ExitedWorker, ProcessSample, Snapshot
+from dltop.model import ExitedWorker, Finding, Pending, ProcessSample, Snapshot
 from dltop.units import NA, cpu_list, human_bytes, percent, signal_name
 
 FAULTS_HUNG = ("worker-hung", "trainer-stalled")
 STILL_S = 5.0  # a stack held this long without CPU is shown with its age
 
 
+SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+
+
 @dataclass(frozen=True)
 class Badge:
-    state: str  # healthy | input-bound | attention | hung | dead | exited | starting
+    state: str  # healthy | input-bound | attention | hung | dead | exited | measuring | no-stacks
     text: str
 
 
-def badge(snapshot: Snapshot) -> Badge:
+@dataclass(frozen=True)
+class Entry:
+    """One finding as the screen shows it: a root cause with its fix, and the findings it
+    explains (its consequences: shown under it, with no fix of their own)."""
+
+    cause: Finding
+    consequences: tuple = ()
+
+
+def entries(snapshot: Snapshot) -> list:
+    """The findings grouped cause first, in the order they arrive (severity, then impact). A
+    finding explained by one that is not in the list stands on its own."""
     ids = {f.id for f in snapshot.findings}
+    roots = [f for f in snapshot.findings if f.explained_by is None or f.explained_by not in ids]
+    explained = [f for f in snapshot.findings if f not in roots]
+    grouped = []
+    for root in roots:
+        first_of_id = next(r for r in roots if r.id == root.id) is root
+        mine = tuple(f for f in explained if first_of_id and f.explained_by == root.id)
+        grouped.append(Entry(root, mine))
+    return grouped
+
+
+def root_cause(snapshot: Snapshot) -> Optional[Finding]:
+    """The most severe finding that nothing else explains (warnings and errors only)."""
+    roots = [e.cause for e in entries(snapshot) if e.cause.severity in ("error", "warning")]
+    return min(roots, key=lambda f: SEVERITY_RANK.get(f.severity, 3), default=None)
+
+
+def badge(snapshot: Snapshot) -> Badge:
     if snapshot.job.state == "exited":
         code = snapshot.job.exit_code
         return Badge("exited", "EXITED" + (f" ({code})" if code is not None else ""))
-    if ids & set(FAULTS_HUNG):
-        return Badge("hung", "HUNG")
-    if "worker-died" in ids:
-        return Badge("dead", "WORKER DIED")
-    if "input-bound" in ids:
-        return Badge("input-bound", "INPUT-BOUND")
-    if any(f.severity in ("warning", "error") for f in snapshot.findings):
+    cause = root_cause(snapshot)
+    if cause is not None:
+        if cause.id in FAULTS_HUNG:
+            return Badge("hung", "HUNG")
+        if cause.id == "worker-died":
+            return Badge("dead", "WORKER DIED")
+        if cause.id == "input-bound":
+            return Badge("input-bound", "INPUT-BOUND")
         return Badge("attention", "ATTENTION")
+    if data_wait(snapshot) is None:
+        if snapshot.stacks_status == "ok":
+            return Badge("measuring", "MEASURING")
+        return Badge("no-stacks", "NO STACKS")
     return Badge("healthy", "HEALTHY")
+
+
+def headline(snapshot: Snapshot) -> str:
+    """What the badge means in words: the root cause, or what is still being measured and how
+    long yet (never a verdict the window cannot give yet)."""
+    state = badge(snapshot).state
+    if state == "exited":
+        return "the job ended: its last view (q quits)"
+    cause = root_cause(snapshot)
+    if cause is not None:
+        return cause.title
+    pending = _longest_pending(snapshot)
+    if state == "measuring":
+        what = pending.needs if pending else "samples of the trainer's time"
+        return f"measuring the trainer's data wait: {what}{_yet(pending)}"
+    if state == "no-stacks":
+        return f"stacks {snapshot.stacks_status}: no data wait, activity or hang checks"
+    if pending is not None:
+        return f"no problem found; still judging {pending.id}{_yet(pending)}"
+    return "no problem found"
+
+
+def _longest_pending(snapshot: Snapshot) -> Optional[Pending]:
+    return max(snapshot.pending, key=lambda p: p.ready_in_s or 0.0, default=None)
+
+
+def _yet(pending: Optional[Pending]) -> str:
+    if pending is None or pending.ready_in_s is None:
+        return "…"
+    return f", about {math.ceil(pending.ready_in_s)} s yet"
+
+
+def figures_line(snapshot: Snapshot) -> str:
+    """The headline figures: data wait, GPU busy share, stacks when they are not running."""
+    gpu = f"GPU {percent(gpu_util(snapshot))}" if snapshot.gpus else "no GPU"
+    stacks = f" · stacks {snapshot.stacks_status}" if snapshot.stacks_status != "ok" else ""
+    return f"data wait {percent(data_wait(snapshot))} · {gpu}{stacks}"
+
+
+def fit_words(text: str, width: int) -> str:
+    """``text`` cut to ``width`` columns at a word boundary, marked with …; never mid-word
+    unless a single word is wider than the line."""
+    if len(text) <= width:
+        return text
+    cut = text[: max(0, width - 1)]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > width // 3 else cut).rstrip(" ·") + "…"
 
 
 def data_wait(snapshot: Snapshot) -> Optional[float]:
@@ -83,14 +169,17 @@ COLUMNS = {  # key -> (label, width); the narrow set fits 80 columns
     "activity": ("ACTIVITY", 16),
     "cpu": ("CPU%", 5),
     "rss": ("RSS", 6),
-    "uss": ("USS", 6),
+    "uss": ("USS", 9),  # wide enough for "measuring"
     "fds": ("FDS", 9),
     "read": ("READ/s", 7),
     "age": ("AGE", 6),
 }
 NARROW = ("pid", "role", "activity", "cpu", "uss", "fds", "read")
 WIDE = ("pid", "role", "state", "activity", "cpu", "rss", "uss", "fds", "read", "age")
-SORTS = ("group", "cpu", "uss", "read", "pid")  # "group": trainers, each followed by its workers
+# "group": trainers, each followed by its workers; the others sort within that tree (htop's tree
+# view sorted: trainers by the figure, each trainer's workers under it by the same figure)
+SORTS = ("group", "cpu", "uss", "read", "pid")
+MEASURING = "measuring"  # a figure dltop has not read yet for a new process (not n/a: it will come)
 
 
 @dataclass(frozen=True)
@@ -116,10 +205,19 @@ def rows(snapshot: Snapshot, sort: str = "group") -> list:
     everything = live + gone
     if sort == "group":
         return sorted(everything, key=lambda r: r.group)
-    if sort == "pid":
-        return sorted(everything, key=lambda r: r.pid)
-    metric = ("cpu", "uss", "read").index(sort)
-    return sorted(everything, key=lambda r: -r.metrics[metric])
+    value = (lambda r: r.pid) if sort == "pid" else partial(_descending, ("cpu", "uss", "read").index(sort))
+    heads = {r.pid: r for r in everything if r.group[0] == r.pid and r.group[1] <= 1}
+
+    def in_tree(row: Row) -> tuple:
+        head = heads.get(row.group[0])
+        group = (0 if head is not None and head.group[1] == 0 else 1, value(head) if head else 0, row.group[0])
+        return (*group, row is not head, value(row), row.pid)
+
+    return sorted(everything, key=in_tree)
+
+
+def _descending(metric: int, row: Row) -> float:
+    return -row.metrics[metric]
 
 
 def _process_row(p: ProcessSample, taken: datetime, snapshot: Snapshot) -> Row:
@@ -136,8 +234,9 @@ def _process_row(p: ProcessSample, taken: datetime, snapshot: Snapshot) -> Row:
         activity = f"STUCK {duration(p.stuck_s or 0)}"
     if _named_hung(snapshot, p.pid):
         alert = "hung"
-    if p.state == "zombie":
+    if p.state == "zombie":  # exited, its parent has not reaped it yet
         alert = "dead" if (p.exit_code or 0) != 0 else "exited"
+        activity = "ZOMBIE" if p.exit_code is None else f"ZOMBIE {exit_text(p.exit_code)}"
     cells = {
         "pid": str(p.pid),
         "role": role,
@@ -145,13 +244,19 @@ def _process_row(p: ProcessSample, taken: datetime, snapshot: Snapshot) -> Row:
         "activity": activity,
         "cpu": NA if p.cpu_percent is None else f"{p.cpu_percent:.0f}",
         "rss": human_bytes(p.rss_bytes),
-        "uss": human_bytes(p.uss_bytes),
+        "uss": _uss(p),
         "fds": f"{p.num_fds if p.num_fds is not None else NA}/{p.fd_limit or '∞'}",
         "read": human_bytes(p.read_bytes_per_s),
         "age": duration((taken - _parse(p.started_at)).total_seconds()) if p.started_at else NA,
     }
     metrics = (p.cpu_percent or 0.0, p.uss_bytes or p.rss_bytes or 0, p.read_bytes_per_s or 0.0)
     return Row(str(p.pid), p.pid, cells, alert, (trainer or p.pid, role_order, p.pid), metrics)
+
+
+def _uss(p: ProcessSample) -> str:
+    if p.uss_bytes is None and p.unavailable.get("uss_bytes", "").startswith("not read yet"):
+        return MEASURING
+    return human_bytes(p.uss_bytes)
 
 
 def _named_hung(snapshot: Snapshot, pid: int) -> bool:
@@ -161,11 +266,11 @@ def _named_hung(snapshot: Snapshot, pid: int) -> bool:
 def _exited_row(w: ExitedWorker) -> Row:
     code = w.exit_code
     cells = {k: "" for k in COLUMNS}
-    cells.update(pid=str(w.pid), role=" └ worker", state="dead", activity=f"DIED {_code_text(code)}", cpu="", fds="")
+    cells.update(pid=str(w.pid), role=" └ worker", state="dead", activity=f"DIED {exit_text(code)}", cpu="", fds="")
     return Row(f"{w.pid}x", w.pid, cells, "dead", (w.trainer_pid, 2, w.pid))
 
 
-def _code_text(code: Optional[int]) -> str:
+def exit_text(code: Optional[int]) -> str:
     if code is None:
         return "(code unknown)"
     if code < 0:
@@ -201,7 +306,32 @@ def system_lines(snapshot: Snapshot) -> list:
                 f"{d.name or d.device:<4} {human_bytes(d.read_bytes_per_s, '/s')} await {_ms(d.r_await_ms)}"
                 f" util {d.util_percent:.0f}%"
             )
+    if not has_gpus(snapshot):
+        lines.append(no_gpu_line(snapshot))
     return lines
+
+
+def has_gpus(snapshot: Snapshot) -> bool:
+    return snapshot.gpu_status == "ok" and bool(snapshot.gpus)
+
+
+def no_gpu_line(snapshot: Snapshot) -> str:
+    reason = {"no-nvml": "no NVML library", "no-devices": "NVML sees none"}
+    return f"GPU  none ({reason.get(snapshot.gpu_status, snapshot.gpu_status)})"
+
+
+def columns(lines: list, width: int, gap: int = 3) -> list:
+    """``lines`` laid out top to bottom in as many columns as ``width`` holds (one at least)."""
+    for count in range(len(lines), 1, -1):
+        height = math.ceil(len(lines) / count)
+        cols = [lines[i : i + height] for i in range(0, len(lines), height)]
+        widths = [max(map(len, col)) for col in cols]
+        if sum(widths) + gap * (len(cols) - 1) <= width:
+            pad = " " * gap
+            return [
+                pad.join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in zip_longest(*cols, fillvalue="")
+            ]
+    return list(lines)
 
 
 def _ms(value: Optional[float]) -> str:

@@ -7,10 +7,11 @@ from typing import Union
 
 from rich.segment import Segment
 from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
@@ -19,7 +20,6 @@ from textual.widgets.option_list import Option
 
 from dltop.model import Snapshot
 from dltop.tui import view
-from dltop.units import percent
 
 HISTORY = 60  # sparkline samples kept per GPU
 BADGE_STYLE = {
@@ -57,32 +57,49 @@ class TextPanel(Widget):
 
 
 class JobHeader(TextPanel):
-    """Job, uptime, start method, ranks; data-wait share, GPU busy share, and the state badge."""
+    """Two lines: the state badge with the root cause (or what is still being measured), then
+    the headline figures and the job, each cut to the width at a word."""
+
+    def on_mount(self) -> None:
+        self._shown: tuple = ()
 
     def show(self, snap: Snapshot, paused: bool) -> None:
+        self._shown = (snap, paused)
+        self._draw()
+
+    def on_resize(self) -> None:
+        if self._shown:
+            self._draw()
+
+    def _draw(self) -> None:
+        snap, paused = self._shown
+        width = max(20, self.content_region.width)
         badge = view.badge(snap)
-        line = Text()
+        pause = "  [PAUSED]" if paused else ""
+        line = Text(no_wrap=True, overflow="ellipsis")
         line.append(f" {badge.text} ", style=BADGE_STYLE.get(badge.state, "bold"))
-        line.append(f"  data wait {percent(view.data_wait(snap))}", style="bold")
-        line.append(f" · GPU {percent(view.gpu_util(snap))}" if snap.gpus else " · no GPU")
-        if snap.stacks_status != "ok":
-            line.append(f" · stacks {snap.stacks_status}", style="yellow")
-        if paused:
-            line.append("  [PAUSED]", style="bold reverse")
+        line.append("  " + view.fit_words(view.headline(snap), width - len(badge.text) - 4 - len(pause)), style="bold")
+        line.append(pause, style="bold reverse")
+        figures = view.figures_line(snap)
+        job = view.fit_words(f"{figures} · {view.header_line(snap)}", width)[len(figures) :]
         line.append("\n")
-        line.append(view.header_line(snap), style="dim")
+        line.append(figures, style="bold")
+        line.append(job, style="dim")
         self.set_text(line)
 
 
 class GpuPanel(TextPanel):
+    """Per GPU its busy share with a history, and memory (the job's share). Hidden when there is
+    no GPU: the system panel then says so in one line."""
+
     def on_mount(self) -> None:
         self.border_title = "GPU"
         self._history: dict = {}
 
     def show(self, snap: Snapshot) -> None:
-        if snap.gpu_status != "ok" or not snap.gpus:
-            reason = {"no-nvml": "no NVML library", "no-devices": "NVML sees none"}
-            self.set_text(f"no NVIDIA GPU\n({reason.get(snap.gpu_status, snap.gpu_status)})")
+        if self.display != view.has_gpus(snap):  # setting it at all repaints
+            self.display = not self.display
+        if not self.display:
             return
         lines = []
         for gpu in snap.gpus:
@@ -94,11 +111,25 @@ class GpuPanel(TextPanel):
 
 
 class SystemPanel(TextPanel):
+    """CPU, memory, /dev/shm, the job's disks (and "no GPU"), in as many columns as fit, as
+    htop's meters: a wide terminal spends no rows on them."""
+
     def on_mount(self) -> None:
         self.border_title = "CPU · memory · disks"
+        self._lines: list = []
 
     def show(self, snap: Snapshot) -> None:
-        self.set_text("\n".join(view.system_lines(snap)))
+        self._lines = view.system_lines(snap)
+        title = "CPU · memory · disks" + ("" if view.has_gpus(snap) else " · GPU")
+        if title != self.border_title:  # setting it at all repaints
+            self.border_title = title
+        self._draw()
+
+    def on_resize(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        self.set_text("\n".join(view.columns(self._lines, max(20, self.content_region.width))))
 
 
 class WorkersTable(ScrollView, can_focus=True):
@@ -127,20 +158,33 @@ class WorkersTable(ScrollView, can_focus=True):
 
     def show(self, snap: Snapshot) -> None:
         selected = self.selected_key()
-        self._columns = view.WIDE if self.size.width >= 110 else view.NARROW
+        columns, self._columns = self._columns, view.WIDE if self.size.width >= 110 else view.NARROW
         self._rows = view.rows(snap, self.sort_by)
         self._keys = [r.key for r in self._rows]
+        cursor = self.cursor
         if selected in self._keys:
             self.cursor = self._keys.index(selected)
         self.cursor = min(self.cursor, max(0, len(self._rows) - 1))
+        if cursor != self.cursor:
+            columns = ()  # the highlight moved with its row: repaint all
         cache, self._cache = self._cache, {}
-        self._lines = []
+        before, self._lines = self._lines, []
         for row in self._rows:
             key = (row.alert, tuple(row.cells.get(c, "") for c in self._columns))
             self._cache[key] = cache.get(key) or self._format(row)
             self._lines.append(self._cache[key])
         self.virtual_size = Size(self._line_width(), len(self._rows) + 1)
-        self.refresh()
+        self._refresh_changed(before, columns)
+
+    def _refresh_changed(self, before: list, columns: tuple) -> None:
+        """Repaint only the rows whose text changed (htop redraws what moved, not the screen)."""
+        if columns != self._columns or len(before) != len(self._lines):
+            self.refresh()
+            return
+        top = self.scroll_offset.y
+        for index, (old, new) in enumerate(zip(before, self._lines)):
+            if old is not new and top <= index < top + self.size.height - 1:
+                self.refresh(Region(0, index - top + 1, self.size.width, 1))
 
     def _line_width(self) -> int:
         return sum(view.COLUMNS[c][1] + 1 for c in self._columns) + 1
@@ -221,44 +265,90 @@ class WorkersTable(ScrollView, can_focus=True):
 
 
 class FindingsPanel(OptionList):
-    """Findings, most severe first: title, evidence, the change to paste."""
+    """Findings, cause first: each entry is a root cause with its evidence and the change to
+    paste, and under it the findings it explains (consequences, with no fix of their own).
+    Lines wrap under their first word (a hanging indent); a long entry scrolls in the panel."""
 
     def on_mount(self) -> None:
-        self.border_title = "Findings"
-        self.findings: list = []
+        self.findings: list = []  # every finding of the snapshot
+        self.entries: list = []  # view.Entry, one option each
         self._shown = None
+        self._option_heights: dict = {}  # width -> rows of each option
+        self._title()
 
     def show(self, snap: Snapshot) -> None:
-        shown = [(f.id, f.title, f.detail, f.suggestion) for f in snap.findings]
+        shown = [
+            (f.id, f.title, f.detail, f.suggestion, f.explained_by, tuple(f.bench_args or ())) for f in snap.findings
+        ]
         if shown == self._shown:
             return
         self._shown = shown
         highlighted = self.highlighted
         self.findings = list(snap.findings)
+        self.entries = view.entries(snap)
+        self._option_heights: dict = {}
         self.clear_options()
-        if not self.findings:
-            self.add_option(Option(Text("No findings: nothing to fix right now.", style="green"), disabled=True))
-            return
-        for finding in self.findings:
-            self.add_option(Option(_finding_text(finding)))
-        if highlighted is not None and highlighted < len(self.findings):
-            self.highlighted = highlighted
+        if not self.entries:
+            judged = view.badge(snap).state not in ("measuring", "no-stacks")
+            empty = "No findings: nothing to fix right now." if judged else "No findings yet: " + view.headline(snap)
+            self.add_option(Option(Text(empty, style="green" if judged else "dim"), disabled=True))
+        for entry in self.entries:
+            self.add_option(Option(entry_renderable(entry)))
+        if self.entries:  # the most severe cause is the one `b` acts on until another is picked
+            self.highlighted = highlighted if highlighted is not None and highlighted < len(self.entries) else 0
+        self._title()
+
+    def _title(self) -> None:
+        keys = " · tab: select"
+        if any(e.cause.bench_args for e in self.entries):
+            keys += " · b: bench the fix"
+        self.border_title = f"Findings ({len(self.entries)}){keys if self.entries else ''}"
 
     def selected(self):
-        if self.highlighted is None or self.highlighted >= len(self.findings):
+        """The highlighted entry's cause (a consequence is never acted on by itself)."""
+        if self.highlighted is None or self.highlighted >= len(self.entries):
             return None
-        return self.findings[self.highlighted]
+        return self.entries[self.highlighted].cause
+
+    def heights(self, width: int) -> list:
+        """Rows each option takes at ``width`` columns (the layout gives the panel what it needs);
+        worked out once per set of findings and width, not every refresh."""
+        if width not in self._option_heights:
+            self._option_heights[width] = [
+                self._get_visual(option).get_height(self.styles, width) for option in self.options
+            ]
+        return self._option_heights[width]
 
 
-def _finding_text(finding) -> Text:
-    text = Text()
-    text.append(f"[{finding.severity}] ", style=SEVERITY_STYLE.get(finding.severity, ""))
-    text.append(f"{finding.title}", style="bold")
-    text.append(f"  ({finding.id})\n", style="dim")
-    text.append(f"  {finding.detail}\n")
-    if finding.suggestion:
-        text.append("  fix: ", style="bold green")
-        text.append(finding.suggestion, style="green")
-    if finding.bench_args:
-        text.append("  [b: bench it]", style="dim")
-    return text
+MARKS = {"error": "✖", "warning": "▲", "info": "·"}
+
+
+def entry_renderable(entry: view.Entry) -> Table:
+    """A grid with a marker column: every line after the first starts under the title."""
+    cause = entry.cause
+    grid = Table.grid(expand=True)
+    grid.add_column(width=2, no_wrap=True)
+    grid.add_column(ratio=1)
+    title = Text.assemble((cause.title, "bold"), ("  " + cause.id, "dim"))
+    grid.add_row(Text(MARKS.get(cause.severity, "·"), style=SEVERITY_STYLE.get(cause.severity, "")), title)
+    if cause.detail:
+        grid.add_row("", Text(cause.detail))
+    if cause.suggestion:
+        grid.add_row("", _labelled("fix: ", Text(cause.suggestion, style="green"), "bold green"))
+    if cause.bench_args:
+        grid.add_row("", Text("b: bench this fix on a twin of the job", style="dim"))
+    for consequence in entry.consequences:
+        body = Text.assemble((consequence.title, "bold"), ("  " + consequence.id, "dim"))
+        if consequence.detail:
+            body.append("\n" + consequence.detail, style="dim")
+        grid.add_row("", _labelled("↳ ", body, "dim"))
+    return grid
+
+
+def _labelled(label: str, body: Text, style: str) -> Table:
+    """``label`` then ``body``, the body's wrapped lines under its own first word."""
+    grid = Table.grid(expand=True)
+    grid.add_column(width=len(label), no_wrap=True)
+    grid.add_column(ratio=1)
+    grid.add_row(Text(label, style=style), body)
+    return grid
