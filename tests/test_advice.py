@@ -146,16 +146,15 @@ def test_input_bound_threshold(wait, expect):
 def test_input_bound_suggests_workers_from_the_model():
     (finding,) = [f for f in diagnose(bound_window(80.0, built_at="/home/me/train.py:41")) if f.id == "input-bound"]
     # 2 workers busy 100% while the trainer waits 80%: its own pace allows 5x; the job uses 1 + 2 x 0.9
-    # = 2.8 of 8 CPUs: they allow 2.86x, for which 2 x 1.0 x 2.86 x 1.1 = 6.3 -> 7 workers would do.
-    # Counted as busy, their CPU must fit beside the trainer's at that pace: (8 - 2.86) / 0.9 -> 5.
+    # = 2.8 of 8 CPUs: they allow 2.86x, for which 2 x 1.0 x 2.86 x 1.1 = 6.3 -> 7 workers, each busy
+    # 2 x 2.86 / 7 = 82% of the time: their CPU and the trainer's fill the 8 CPUs, no more
     assert finding.evidence["speedup_by_pace"] == 5.0 and finding.evidence["speedup_by_cpus"] == 2.86
-    assert finding.evidence["workers_needed"] == 7 and finding.evidence["caps"]["cpus"] == 5
-    assert finding.evidence["suggested_workers"] == 5 and finding.evidence["binding"] == "cpus"
+    assert finding.evidence["suggested_workers"] == 7 and finding.evidence["binding"] == "cpus"
     where = "in the DataLoader over Images (/home/me/train.py:41)"
-    assert finding.suggestion == f"num_workers=5  # {where}; now num_workers=2"
+    assert finding.suggestion == f"num_workers=7  # {where}; now num_workers=2"
     assert "2.86x faster before the CPUs the job may use stop it" in finding.detail
-    assert "about 5 worker(s) (capped by cpus)" in finding.detail
-    assert finding.evidence["change"] == {"num_workers": 5} and finding.bench_args
+    assert "about 7 worker(s) (capped by cpus), each busy about 82%" in finding.detail
+    assert finding.evidence["change"] == {"num_workers": 7} and finding.bench_args
 
 
 def test_input_bound_at_the_cpu_cap_says_make_samples_cheaper():

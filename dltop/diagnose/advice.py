@@ -183,7 +183,8 @@ def _input_bound_advice(cap: Capacity, hot, suggested, binding, threads) -> tupl
         more and cap.io_bound_workers and suggested > (cap.cpus_per_rank or suggested)) else ""  # fmt: skip
     if more:
         capped = f" (capped by {binding})" if binding else ""
-        detail = f"{reach}: that takes about {suggested} worker(s){capped}.{io}"
+        each = min(1.0, (workers * cap.figures.busy if workers else wait) * cap.speedup / suggested)
+        detail = f"{reach}: that takes about {suggested} worker(s){capped}, each busy about {each * 100:.0f}%.{io}"
         replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=suggested)
     else:
         what = f"{binding} limit" if binding else "no more are needed at this pace"

@@ -124,9 +124,6 @@ def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity
         if reach < MIN_GAIN:  # no room to go faster: the headroom alone must not ask for more
             needed = min(needed, workers)
     caps = {}
-    fits = _cpu_fit(workers, figures, wait, trainer_cpu, allowed / ranks if allowed else None, needed, pace, by_cpus)
-    if fits is not None:
-        caps["cpus"] = fits
     if system is not None and figures.memory and workers:
         caps["memory"] = workers + math.floor(0.5 * system.mem_available_bytes / figures.memory)
     if saturated_disks(window, settings.disk_util_percent, settings.disk_await_ms):
@@ -134,27 +131,6 @@ def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity
     per_rank = allowed / ranks if allowed else None
     return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cpu, trainer_cpu, threads_cpu, pace,
                     by_cpus, needed, caps, missing)  # fmt: skip
-
-
-def _cpu_fit(workers: int, figures: WorkerFigures, wait, trainer_cpu: float, per_rank, needed, pace, by_cpus):
-    """The most workers whose CPU fits beside the trainer's at the reachable pace (a quarter of a
-    worker's CPU over is fine: the figures are means), for workers that compute; None for workers
-    that mostly wait (storage, network): more of them than CPUs fit, and the CPU model says how many.
-
-    c, the CPU a busy worker uses, is measured; with num_workers=0 it is at most the trainer's CPU
-    while it fetched (T / W), and that fetch leaves the trainer for the workers."""
-    if needed is None or per_rank is None:
-        return None
-    if workers:
-        c = figures.cpu / figures.busy if figures.busy else figures.cpu
-        trainer_after = trainer_cpu
-    else:
-        c = min(1.0, trainer_cpu / wait) if wait else 1.0
-        trainer_after = max(0.0, trainer_cpu - wait * c)
-    if c < IO_BOUND_CPU:
-        return None
-    reach = min(s for s in (pace, by_cpus) if s is not None)
-    return max(1, workers, math.floor((per_rank - trainer_after * reach) / c + 0.25))
 
 
 def _missing(wait, workers: int, figures: WorkerFigures, allowed, job_cpu) -> Optional[str]:
