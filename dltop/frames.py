@@ -21,7 +21,6 @@ BOOTSTRAP = ("multiprocessing/spawn.py", "multiprocessing/forkserver.py", "multi
 
 # Entering and leaving an epoch: iter(loader), worker start-up, persistent workers' reset, shutdown.
 EPOCH_BOUNDARY = ("__iter__", "_get_iterator", "__init__", "_reset", "_shutdown_workers", "__del__")
-STEADY_SAMPLES = 10  # samples outside start-up needed to estimate how often the step is seen
 # ... of them, those that start or stop worker processes (persistent workers are only _reset)
 WORKER_START_STOP = ("_get_iterator", "__init__", "_shutdown_workers", "__del__")
 # Leaves that block on a lock, condition, event, join or semaphore.
@@ -89,16 +88,13 @@ def trainer_phases(samples: list, in_epoch_start: bool = False, workers_starting
     ``in_epoch_start`` over from the previous samples.
 
     The wait for an epoch's first batch, from iter(loader) starting workers or the previous
-    iterator's shutdown until the first step runs, is start-up cost:
-    it is what ``persistent_workers=True`` saves, and more workers would not shorten it. At a
-    low sampling rate a short step is often missed, so a start-up stretch runs on over ordinary
-    waits until a step is seen: with r the share of steady-state samples that show the step, the
-    expected number of ordinary waits before the first step seen is (1 - r) / r; that many of the
-    stretch's last waits (all but its first) are given back to waiting-for-data. ``workers_starting`` (one bool per
-    sample, where known) says a worker of this trainer was still starting then: a wait for
-    workers at such a moment is start-up whatever the sampling caught of the boundary.
+    iterator's shutdown until the first step runs, is start-up cost: it is what
+    ``persistent_workers=True`` saves, and more workers would not shorten it.
+    ``workers_starting`` (one bool per sample, where known) says a worker of this trainer was
+    still starting then: a wait for workers at such a moment is start-up whatever the sampling
+    caught of the boundary.
     """
-    phases, judged, stretch, stretches = [], {}, [], []
+    phases, judged = [], {}
     for index, frames in enumerate(samples):
         key = tuple(frames)
         phase = judged.get(key) or judged.setdefault(key, trainer_phase(frames))
@@ -108,25 +104,14 @@ def trainer_phases(samples: list, in_epoch_start: bool = False, workers_starting
             # new workers are on their way (persistent ones are only reset: their first batch
             # of an epoch is fetched like any other)
             in_epoch_start = _find(frames, DATALOADER, WORKER_START_STOP) is not None
-            stretch = []
         elif phase == "waiting-for-data" and in_epoch_start:
             if waits_on_workers(frames):
                 phase = "starting-workers"
-                stretch.append(len(phases))
             else:
                 in_epoch_start = False  # num_workers=0: the trainer fetches; no start-up to wait for
         elif phase == "running":
-            if in_epoch_start and stretch:
-                stretches.append(stretch)
-            in_epoch_start, stretch = False, []
+            in_epoch_start = False
         phases.append(phase)
-    steady = [p for p in phases if p != "starting-workers"]
-    if len(steady) >= STEADY_SAMPLES and "running" in steady:
-        share = steady.count("running") / len(steady)
-        ordinary = round((1 - share) / share)
-        for ended in stretches:  # the first wait after a boundary is start-up whatever the estimate
-            for index in ended[len(ended) - min(ordinary, len(ended) - 1) :]:
-                phases[index] = "waiting-for-data"
     return phases, in_epoch_start
 
 

@@ -166,3 +166,25 @@ def test_relations_only_name_findings_that_are_there():
 def test_a_finding_relation_is_carried_in_json():
     finding = Finding("input-bound", "warning", "t", "d", [1], {}, "", explained_by="worker-hung", impact=0.9)
     assert dataclasses.asdict(finding)["explained_by"] == "worker-hung"
+
+
+def test_a_wait_near_the_threshold_waits_for_more_samples():
+    """33% of 40 samples is 33 ± 7: not yet evidence of 30%; with 2000 samples it is."""
+    few = bound_window(33.0, samples=40)
+    assert "input-bound" not in ids(diagnose(few))
+    (waiting,) = [p for p in pending(few, Settings()) if p.id == "input-bound"]
+    assert "33 ± 7% is not yet clear of 30%" in waiting.needs and waiting.ready_in_s > 0
+    (sure,) = [f for f in diagnose(bound_window(33.0, samples=2000)) if f.id == "input-bound"]
+    assert sure.evidence["data_wait_error_percent"] == 1.1 and "(±1)" in sure.title
+
+
+def test_workers_starting_every_epoch_explain_the_cpus_they_take():
+    window = bound_window(5.0, workers=4, cpu=60.0, cpu_wait=80.0, cpus_allowed=2.0, trainer_cpu=40.0, startup=60.0)
+    window = [dataclasses.replace(s, loaders=[dataclasses.replace(s.loaders[0], persistent_workers=False,
+                                                                  worker_respawns=12)]) for s in window]  # fmt: skip
+    by_id = {f.id: f for f in diagnose(window)}
+    assert by_id["cpu-oversubscribed"].explained_by == "workers-respawning"
+    assert (
+        by_id["cpu-oversubscribed"].suggestion == ""
+        and "persistent_workers=True" in by_id["workers-respawning"].suggestion
+    )

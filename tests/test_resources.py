@@ -54,17 +54,28 @@ def test_cpu_oversubscribed(cpu_wait, expect):
         assert "num_workers=2" in found[0].suggestion
 
 
-def test_oversubscribed_ranks_get_advice_per_rank():
-    """Two ranks on 4 CPUs, each trainer using 2.5 cores, 1.5 of them in intra-op threads."""
+def oversubscribed_ranks(trainer_main_cpu):
+    """Two ranks on 4 CPUs, each trainer using 2.5 cores (``trainer_main_cpu`` of them its main thread)."""
     one = bound_window(10.0, workers=4, cpu=60.0, cpu_wait=80.0, cpus_allowed=4.0, trainer_cpu=250.0,
-                       trainer_main_cpu=100.0)[0]  # fmt: skip
+                       trainer_main_cpu=trainer_main_cpu)[0]  # fmt: skip
     second = [dataclasses.replace(p, pid=p.pid + 100, trainer_pid=101) for p in one.processes]
     loader2 = dataclasses.replace(one.loaders[0], trainer_pid=101, worker_pids=[110, 111, 112, 113])
     snap = dataclasses.replace(one, processes=one.processes + second, loaders=one.loaders + [loader2])
     (found,) = only(diagnose([snap, snap]), "cpu-oversubscribed")
-    assert found.evidence["ranks"] == 2 and found.evidence["trainer_threads_cpu"] == 1.5
+    return found
+
+
+def test_oversubscribed_ranks_get_advice_per_rank():
+    found = oversubscribed_ranks(trainer_main_cpu=None)
+    assert found.evidence["ranks"] == 2 and not found.evidence["trainer_waits_for_data"]
     assert "trainer 1;" in found.suggestion and "trainer 101" in found.suggestion
-    assert found.suggestion.startswith("OMP_NUM_THREADS=1") and not found.evidence["trainer_waits_for_data"]
+
+
+def test_intra_op_threads_are_cut_before_workers():
+    """Rules agree: when the trainers' own threads oversubscribe, fix those first, then re-judge."""
+    found = oversubscribed_ranks(trainer_main_cpu=100.0)
+    assert found.evidence["trainer_threads_cpu"] == 1.5 and found.suggestion.startswith("OMP_NUM_THREADS=1")
+    assert "num_workers=" not in found.suggestion and "watch again before changing num_workers" in found.suggestion
 
 
 def test_oversubscribed_never_takes_workers_from_a_trainer_that_waits_for_data():

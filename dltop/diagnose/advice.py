@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from dltop.diagnose.capacity import Capacity, capacities
-from dltop.diagnose.figures import bench_args, loader_change, trusted_wait
+from dltop.diagnose.figures import bench_args, loader_change, trusted_wait, wait_error
 from dltop.diagnose.settings import Settings
 from dltop.frames import costly_frame
 from dltop.model import Finding, LoaderSample, Snapshot
@@ -110,8 +110,14 @@ def input_bound(window: list, settings: Settings) -> list:
     return [
         _input_bound_finding(window, cap, settings)
         for cap in capacities(window, settings)
-        if cap.wait is not None and cap.wait * 100 >= settings.input_bound_percent
+        if cap.wait is not None and surely_above(cap.wait, wait_error(cap.loader), settings.input_bound_percent)
     ]
+
+
+def surely_above(wait: float, error, percent: float) -> bool:
+    """The sampled share clears the threshold by one standard error (a share read from 90 samples
+    is +-5 points: 33% of them is not yet evidence of 30%)."""
+    return (wait - (error or 0.0)) * 100 >= percent
 
 
 def _input_bound_finding(window: list, cap: Capacity, settings: Settings) -> Finding:
@@ -122,12 +128,15 @@ def _input_bound_finding(window: list, cap: Capacity, settings: Settings) -> Fin
     return Finding(
         id="input-bound",
         severity="warning" if wait * 100 >= settings.input_bound_warning_percent else "info",
-        title=f"Trainer {loader.trainer_pid} waits for data {wait * 100:.0f}% of the time",
+        title=f"Trainer {loader.trainer_pid} waits for data {wait * 100:.0f}% of the time"
+        f" (±{(wait_error(loader) or 0) * 100:.0f})",
         detail=detail,
         pids=[loader.trainer_pid],
         evidence={
             "trainer_pid": loader.trainer_pid,
             "data_wait_percent": round(wait * 100, 1),
+            "data_wait_error_percent": round((wait_error(loader) or 0.0) * 100, 1),
+            "samples": loader.trainer_time.samples if loader.trainer_time else None,
             "starting_workers_percent": loader.trainer_time.starting_workers_percent if loader.trainer_time else None,
             "num_workers": workers,
             "worker_busy_percent": round(cap.figures.busy * 100, 1),

@@ -18,6 +18,7 @@ change that helps, not fewer workers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from dataclasses import dataclass
@@ -106,6 +107,11 @@ def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity
     pids = set(loader.worker_pids)
     workers = max(loader.num_workers, len(pids))
     figures = worker_figures(window, pids)
+    if workers and not figures.sampled and wait is not None and wait * 100 >= settings.input_bound_percent:
+        # no stack of theirs yet (short-lived workers exit before their first dump): workers that
+        # cannot keep up work all the time, whatever their CPU says (they may wait on I/O); an
+        # idle one would have a batch ready and the trainer would not wait (prefetch_factor)
+        figures = dataclasses.replace(figures, busy=1.0)
     system = latest.system
     allowed = system.cpus_allowed if system is not None else None
     ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ("zombie", "gone")))

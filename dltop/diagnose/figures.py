@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -14,13 +15,15 @@ JOB_ROLES = ("trainer", "worker")
 
 @dataclass(frozen=True)
 class WorkerFigures:
-    """A loader's workers averaged over the window: busy share (stacks), CPU share of a core,
-    run-queue wait share, private memory (USS, else RSS) per worker in bytes."""
+    """A loader's workers averaged over the window: busy share (stacks; their CPU share when no
+    stack of theirs was sampled: ``sampled`` False), CPU share of a core, run-queue wait share,
+    private memory (USS, else RSS) per worker in bytes."""
 
     busy: float
     cpu: float
     cpu_wait: float
     memory: float
+    sampled: bool = True
 
     @property
     def working(self) -> float:
@@ -31,13 +34,13 @@ class WorkerFigures:
 
 def worker_figures(window: list, pids: set) -> WorkerFigures:
     rows = [p for snap in window for p in snap.processes if p.pid in pids]
-    activities = [p.activity for p in rows if p.activity != "unknown"]
+    activities = [p.activity for p in rows if p.activity != "unknown" and p.stack]
     rated = [p for snap in window[1:] for p in snap.processes if p.pid in pids and p.cpu_percent is not None]
     cpu = _mean([p.cpu_percent / 100 for p in rated]) or 0.0
     waits = _mean([p.cpu_wait_percent / 100 for p in rated if p.cpu_wait_percent is not None]) or 0.0
     memory = _mean([private_memory(p) for p in window[-1].processes if p.pid in pids and private_memory(p)])
     busy = sum(a in BUSY for a in activities) / len(activities) if activities else min(1.0, cpu)
-    return WorkerFigures(busy, cpu, waits, memory or 0.0)
+    return WorkerFigures(busy, cpu, waits, memory or 0.0, bool(activities))
 
 
 def private_memory(proc) -> Optional[int]:
@@ -97,6 +100,16 @@ def trusted_wait(loader: LoaderSample, min_samples: int) -> Optional[float]:
     if spent is None or spent.samples < min_samples or loader.data_wait_percent is None:
         return None
     return loader.data_wait_percent / 100
+
+
+def wait_error(loader: LoaderSample) -> Optional[float]:
+    """One standard error (0..1) of the loader's sampled data-wait share: sqrt(p (1 - p) / n) for
+    n trainer samples (a lower bound: neighbouring samples are alike)."""
+    spent = loader.trainer_time
+    if spent is None or not spent.samples or loader.data_wait_percent is None:
+        return None
+    share = loader.data_wait_percent / 100
+    return math.sqrt(max(share * (1 - share), 1 / spent.samples) / spent.samples)
 
 
 def loader_change(loader: LoaderSample, **changes: object) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dltop.diagnose.figures import elapsed
+from dltop.diagnose.figures import elapsed, wait_error
 from dltop.diagnose.resources import memory_points
 from dltop.diagnose.settings import Settings
 from dltop.model import Pending, Snapshot
@@ -39,6 +39,7 @@ def _data_wait(latest: Snapshot, settings: Settings) -> list:
         spent = loader.trainer_time
         have = spent.samples if spent else 0
         if have >= settings.min_stack_samples:
+            found += _uncertain_wait(loader, settings)
             continue
         rate = spent.samples / spent.window_s if spent and spent.window_s else None
         ready = (settings.min_stack_samples - have) / rate if rate else FIRST_WINDOW_S
@@ -51,6 +52,25 @@ def _data_wait(latest: Snapshot, settings: Settings) -> list:
             )  # fmt: skip
         )
     return found
+
+
+def _uncertain_wait(loader, settings: Settings) -> list:
+    """A wait near the input-bound threshold that its samples do not yet put clearly above it."""
+    wait, error, spent = (loader.data_wait_percent or 0) / 100, wait_error(loader), loader.trainer_time
+    if error is None or not settings.input_bound_percent <= wait * 100 < settings.input_bound_percent + error * 100:
+        return []
+    margin = wait - settings.input_bound_percent / 100
+    needed = wait * (1 - wait) / max(margin, 0.005) ** 2  # samples for one standard error below the margin
+    rate = spent.samples / spent.window_s if spent.window_s else None
+    ready = round((needed - spent.samples) / rate, 1) if rate else None
+    return [
+        Pending(
+            "input-bound",
+            f"more stack samples of trainer {loader.trainer_pid}: its data wait"
+            f" {wait * 100:.0f} ± {error * 100:.0f}% is not yet clear of {settings.input_bound_percent:g}%",
+            ready,
+        )  # fmt: skip
+    ]
 
 
 def _hangs(latest: Snapshot, settings: Settings) -> list:

@@ -47,6 +47,11 @@ def _no_shortfall(cause: Finding, symptom: Finding) -> bool:
     return _same_trainer(cause, symptom) and needed is not None and workers and needed <= workers
 
 
+def _startup_storm(cause: Finding, symptom: Finding) -> bool:
+    """Workers restarting every epoch (importing torch, unpickling the dataset) are what wants the CPUs."""
+    return (cause.evidence.get("starting_workers_percent") or 0) >= STARTUP_STORM_PERCENT
+
+
 def _bus_error(cause: Finding, symptom: Finding) -> bool:
     return symptom.evidence.get("signal") == signal.Signals.SIGBUS.name
 
@@ -68,6 +73,7 @@ EXPLAINS = {
         ("workers-respawning", _on_gpu),
     ],
     "worker-died": [("shm-low", _bus_error)],
+    "cpu-oversubscribed": [("workers-respawning", _startup_storm)],
 }
 # what a cause does to its consequences, in words (the consequence's own model no longer applies)
 BECAUSE = {
@@ -77,9 +83,10 @@ BECAUSE = {
     "cpu-oversubscribed": "the CPUs the job may use are all busy",
     "trainer-stalled": "the trainer is stalled outside the DataLoader",
     "input-bound": "the trainer waits for data",
-    "workers-respawning": "the trainer waits for its workers to start every epoch",
+    "workers-respawning": "workers start again every epoch (and take the CPUs doing so)",
     "shm-low": "/dev/shm is full",
 }
+STARTUP_STORM_PERCENT = 25.0  # start-up share of the trainer's time above which its CPU is start-up's
 
 
 def relate(findings: list) -> list:

@@ -88,6 +88,8 @@ def cpu_oversubscribed(window: list, settings: Settings) -> list:
             "keep num_workers: the trainer waits for data, and fewer workers would starve it more; make samples"
             " cheaper or give the job more CPUs"
         )
+    elif threads is not None:
+        advice.append("then watch again before changing num_workers (the threads may be all it takes)")
     else:
         for cap in caps:
             wants = min(1.0, cap.figures.cpu + cap.figures.cpu_wait) or 1.0
