@@ -57,6 +57,9 @@ class ProcessSample:
     cpu_percent: Optional[float] = None  # 100 = one core
     cpu_wait_percent: Optional[float] = None  # main thread runnable but waiting for a CPU; 100 = the whole time
     main_thread_cpu_percent: Optional[float] = None  # trainers: the main thread alone (the rest: intra-op threads)
+    # CPU of its children that exited since the last tick beyond what their own readings showed
+    # (workers too short-lived for a tick: the job's CPU would miss it)
+    unseen_children_cpu_percent: Optional[float] = None
     rss_bytes: Optional[int] = None
     uss_bytes: Optional[int] = None
     pss_bytes: Optional[int] = None

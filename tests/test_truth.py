@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import psutil
+
 from dltop.collect import procs
 from tests.support import ROOT, alive, assert_one_line_error, run_dltop, wait_for, watch
 
@@ -54,6 +56,37 @@ def test_short_lived_spawn_workers_are_start_up_not_data_wait(start_job):
     assert bound is None or bound["evidence"]["suggested_workers"] <= 2, bound  # 2 CPUs: never 17 workers
 
 
+def test_the_cpu_of_workers_that_live_between_two_ticks_is_the_jobs(start_job, attach):
+    """fork, non-persistent, 10-batch epochs: each worker lives a fraction of a second, so most
+    are never read. Their CPU is the job's all the same (it lands in the trainer's cutime once
+    reaped); a CPU cap that missed it would suggest more workers than the CPUs can run."""
+    from dltop.diagnose.figures import job_cpu
+
+    job = start_job("--workers", "2", "--batches", "10", "--sample-ms", "5", "--step-ms", "5")
+    wait_for(lambda: [r for r in job.records("epoch") if r["epoch"] >= 2], 60, "three epochs")
+    collector = attach(job.pid, stacks=False)
+    trainer = psutil.Process(job.pid)
+
+    def spent() -> float:
+        t = trainer.cpu_times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    collector.tick()
+    time.sleep(1.0)
+    collector.tick()  # the trainer's reaped CPU is a rate from here on
+    began, before = time.monotonic(), spent()
+    ticks = []
+    for _ in range(6):
+        time.sleep(1.0)
+        ticks.append(collector.tick())
+    truth = (spent() - before) / (time.monotonic() - began)
+    measured = sum(job_cpu(t) for t in ticks) / len(ticks)
+    unseen = sum(p.unseen_children_cpu_percent or 0 for t in ticks for p in t.processes) / 100 / len(ticks)
+    assert truth > 0.5, truth  # the job keeps a CPU busy
+    assert unseen > 0.25 * truth, (unseen, truth)  # most of the workers' CPU was in no reading of theirs
+    assert abs(measured - truth) < 0.35 * truth, (measured, truth)
+
+
 def test_a_renamed_worker_is_still_a_worker(start_job, attach, monkeypatch):
     """A library renames the workers (prctl) on a torch that names its own: after the start-up
     grace, stacks keep them workers and their parent the trainer."""
@@ -87,12 +120,14 @@ def test_a_job_that_exits_mid_window_keeps_its_trainers_time(start_job):
 
 
 def test_a_fix_names_the_dataset_and_the_line_that_builds_its_loader(start_job):
-    job = start_job("--workers", "1", "--persistent", "--sample-ms", "0", "--slow-every", "1", "--slow-ms", "20",
-                    "--step-ms", "10")  # fmt: skip
+    # 40 samples a batch: their indices take more than the 128 characters py-spy shows of a local by default
+    job = start_job("--workers", "1", "--persistent", "--sample-ms", "0", "--slow-every", "1", "--slow-ms", "5",
+                    "--step-ms", "10", "--batch-size", "40")  # fmt: skip
     job.wait_workers(1)
     result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "6", "--json", timeout=60)
     report = json.loads(result.stdout)
     (loader,) = report["loaders"]
+    assert loader["batch_size"] == 40, loader
     line = next(n for n, text in enumerate(JOB_PY.read_text().splitlines(), 1) if "return DataLoader(" in text)
     assert loader["dataset"] == "SyntheticDataset" and loader["built_at"] == f"{JOB_PY}:{line}"
     (bound,) = [f for f in report["findings"] if f["id"] == "input-bound"]

@@ -89,9 +89,10 @@ class Collector:
         tree = self.tree = self.discovery.refresh(self.tree)
         stats = self.discovery.table.stats
 
+        # processes that left are forgotten before the samples, which match them with their parent's cutime
+        self.processes.forget_except({(pid, stats[pid].start_ticks) for pid in tree.members if pid in stats})
         samples = self._sample_processes(tree, stats, full_memory)
         alive = {(s.pid, stats[s.pid].start_ticks) for s in samples}
-        self.processes.forget_except(alive)
         self.placements.forget_except(alive)
         for key in set(self._main_runs) - alive:
             del self._main_runs[key]

@@ -57,16 +57,26 @@ class ProcessSampler:
         self._clock, self._wall = clock, wall
         self._boot_s = psutil.boot_time()  # start ticks count from here
         self._static: dict = {}  # (pid, start_ticks) -> (start epoch, ISO, user): facts that never change
-        self._previous: dict = {}  # (pid, start_ticks) -> (t, cpu_s, io counters or None, run-queue wait s)
+        # (pid, start_ticks) -> (t, cpu_s, io counters or None, run-queue wait s, reaped children's cpu s, ppid)
+        self._previous: dict = {}
         self.memory_read_at: dict = {}  # (pid, start_ticks) -> clock of the last smaps_rollup read
         self._memory: dict = {}  # (pid, start_ticks) -> (uss, pss)
         self._fd_limits: dict = {}  # (pid, start_ticks) -> (clock when read, soft limit)
         self._fd_kinds_cache: dict = {}  # (pid, start_ticks) -> (clock when read, {kind: count})
         self.schedstats: dict = {}  # (pid, start_ticks) -> (run ns, run-queue wait ns, timeslices) this tick
+        # parent pid -> CPU seconds its departed children were seen to use, not yet matched by its
+        # cutime (a child counts in its parent's cutime once reaped)
+        self._seen_children_s: dict = {}
 
     def forget_except(self, alive_keys: set) -> None:
+        """Drops what is kept of processes that went away; call it before the tick's samples, so
+        a parent's reaped CPU this tick is matched with the children that left this tick."""
         for key in list(self._static):
             if key not in alive_keys:
+                previous = self._previous.get(key)
+                if previous is not None:  # its parent's cutime will hold what it used: seen already
+                    self._seen_children_s[previous[5]] = self._seen_children_s.get(previous[5], 0.0) + previous[1]
+                self._seen_children_s.pop(key[0], None)
                 caches = (self._static, self._previous, self.memory_read_at, self._memory, self._fd_limits)
                 for cache in (*caches, self._fd_kinds_cache, self.schedstats):
                     cache.pop(key, None)
@@ -178,16 +188,19 @@ class ProcessSampler:
         except (OSError, ValueError, IndexError):
             self.schedstats.pop(key, None)
         wait_s = self.schedstats[key][1] / 1e9 if key in self.schedstats else None
+        children_s = stat.children_ticks / procfs.CLOCK_TICKS
         previous = self._previous.get(key)
-        self._previous[key] = (now, cpu_s, io, wait_s)
+        self._previous[key] = (now, cpu_s, io, wait_s, children_s, stat.ppid)
         if previous is None:
             # First sight: rates over the process's life so far, which for a worker that started
             # since the last tick (respawning workers) is exactly the figure wanted.
             age = self._wall() - started
-            previous = (now - max(age, 1e-3), 0.0, _ZERO_IO if io is not None else None, 0.0)
-        then, prev_cpu, prev_io, prev_wait = previous
+            previous = (now - max(age, 1e-3), 0.0, _ZERO_IO if io is not None else None, 0.0, None, stat.ppid)
+        then, prev_cpu, prev_io, prev_wait, prev_children, _ = previous
         dt = max(now - then, 1e-6)
         figures["cpu_percent"] = max(0.0, (cpu_s - prev_cpu) / dt * 100)
+        if prev_children is not None:
+            figures["unseen_children_cpu_percent"] = self._unseen_children_s(pid, children_s - prev_children) / dt * 100
         if wait_s is not None and prev_wait is not None:
             figures["cpu_wait_percent"] = max(0.0, (wait_s - prev_wait) / dt * 100)
         if io is not None and prev_io is not None:
@@ -199,3 +212,11 @@ class ProcessSampler:
             )
         state = STATES.get(stat.state, stat.state)
         return ProcessSample(**base, state=state, unavailable=unavailable, **figures)
+
+    def _unseen_children_s(self, pid: int, reaped_s: float) -> float:
+        """CPU seconds of children reaped since the last tick that no reading of theirs counted:
+        workers that lived and exited between two ticks (short epochs) are in no other figure."""
+        seen = self._seen_children_s.pop(pid, 0.0)
+        if seen > reaped_s:  # a departed child not reaped yet, or its CPU counted in an earlier tick
+            self._seen_children_s[pid] = seen - reaped_s
+        return max(0.0, reaped_s - seen)

@@ -35,6 +35,7 @@ class Stat:
     cpu_ticks: int = 0  # utime + stime, in clock ticks
     num_threads: int = 0
     rss_pages: int = 0
+    children_ticks: int = 0  # cutime + cstime: CPU of the children it has reaped, in clock ticks
 
 
 def parse_stat(text: str) -> Stat:
@@ -45,7 +46,7 @@ def parse_stat(text: str) -> Stat:
     exit_status = int(rest[49]) if len(rest) > 49 else None
     cpu_ticks = int(rest[11]) + int(rest[12])
     return Stat(int(pid_text), comm, rest[0], int(rest[1]), int(rest[19]), exit_status, cpu_ticks, int(rest[17]),
-                int(rest[21]))  # fmt: skip
+                int(rest[21]), int(rest[13]) + int(rest[14]))  # fmt: skip
 
 
 def read_stat(pid: int) -> Stat:

@@ -54,10 +54,15 @@ def find_py_spy() -> Optional[str]:
     return shutil.which("py-spy") or (str(beside) if os.access(beside, os.X_OK) else None)
 
 
+# py-spy shows 128 characters of a local per --locals given: four fit a batch's sample indices
+# (``index`` in _worker_loop: 16 indices of a million-sample dataset already take 144)
+LOADER_LOCALS = ["--locals"] * 4
+
+
 def dump_command(py_spy: str, pid: int, full: bool = False, with_locals: bool = False) -> list:
     """Non-blocking by default (locals read without pausing may be inconsistent, fine for settings
     that never change); ``full`` pauses the target briefly for consistent locals (user request only)."""
-    mode = ["--locals"] if full else ["--nonblocking", *(["--locals"] if with_locals else [])]
+    mode = ["--locals"] if full else ["--nonblocking", *(LOADER_LOCALS if with_locals else [])]
     return [py_spy, "dump", "--json", "--pid", str(pid), *mode]
 
 

@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from typing import Optional
 
-from dltop.diagnose.figures import WorkerFigures, job_sum, mean_over, saturated_disks, trusted_wait, worker_figures
+from dltop.diagnose.figures import WorkerFigures, job_cpu, mean_over, saturated_disks, trusted_wait, worker_figures
 from dltop.diagnose.settings import Settings
 from dltop.model import LoaderSample, Snapshot
 
@@ -44,7 +44,7 @@ class Capacity:
     figures: WorkerFigures
     cpus_allowed: Optional[float]
     cpus_per_rank: Optional[float]  # the CPUs allowed shared by the trainers (ranks) on them
-    job_cpu: Optional[float]  # cores the job's trainers and workers use, window mean
+    job_cpu: Optional[float]  # cores the job's trainers and workers use (figures.job_cpu), window mean
     trainer_cpu: float  # this trainer, window mean
     trainer_threads_cpu: float  # its threads beyond the main one (intra-op), window mean
     speedup_pace: Optional[float]  # 1 / (1 - W)
@@ -115,13 +115,13 @@ def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity
     system = latest.system
     allowed = system.cpus_allowed if system is not None else None
     ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ("zombie", "gone")))
-    job_cpu = mean_over(window[1:], lambda s: job_sum(s, "cpu_percent"))
+    job_cores = mean_over(window[1:], job_cpu)
     trainer_cpu = mean_over(window[1:], lambda s: _cpu_of(s, loader.trainer_pid)) or 0.0
     main_cpu = mean_over(window[1:], lambda s: _cpu_of(s, loader.trainer_pid, "main_thread_cpu_percent"))
     threads_cpu = max(0.0, trainer_cpu - main_cpu) if main_cpu is not None else 0.0
     pace = 1 / max(1 - wait, 0.05) if wait is not None else None
-    by_cpus = allowed / job_cpu if allowed and job_cpu else None
-    missing = _missing(wait, workers, figures, allowed, job_cpu)
+    by_cpus = allowed / job_cores if allowed and job_cores else None
+    missing = _missing(wait, workers, figures, allowed, job_cores)
     needed = None
     if missing is None:
         reach = min(s for s in (pace, by_cpus) if s is not None)
@@ -135,7 +135,7 @@ def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity
     if saturated_disks(window, settings.disk_util_percent, settings.disk_await_ms):
         caps["disk"] = workers
     per_rank = allowed / ranks if allowed else None
-    return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cpu, trainer_cpu, threads_cpu, pace,
+    return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, pace,
                     by_cpus, needed, caps, missing)  # fmt: skip
 
 

@@ -59,6 +59,15 @@ def job_sum(snap: Snapshot, attr: str, roles: tuple = JOB_ROLES) -> Optional[flo
     return sum(values) / 100 if values else None
 
 
+def job_cpu(snap: Snapshot) -> Optional[float]:
+    """Cores the job used at this tick: its trainers' and workers' CPU, and what children that
+    lived and exited between two ticks used (workers respawned every short epoch, under a
+    trainer or its forkserver: in no reading of their own, only in their parent's cutime)."""
+    used = job_sum(snap, "cpu_percent")
+    unseen = job_sum(snap, "unseen_children_cpu_percent", (*JOB_ROLES, "helper"))
+    return used + (unseen or 0.0) if used is not None else None
+
+
 def mean_over(window: list, pick) -> Optional[float]:
     """Mean of ``pick(snapshot)`` over the window's snapshots where it is not None."""
     return _mean([v for v in map(pick, window) if v is not None])

@@ -10,7 +10,7 @@ from typing import Optional
 
 from dltop.diagnose.advice import input_bound
 from dltop.diagnose.capacity import THREADS_CPU, capacities
-from dltop.diagnose.figures import elapsed, job_sum, loader_change, mean_over, saturated_disks
+from dltop.diagnose.figures import elapsed, job_cpu, job_sum, loader_change, mean_over, saturated_disks
 from dltop.diagnose.settings import Settings
 from dltop.model import Finding, Snapshot
 from dltop.units import human_bytes
@@ -66,7 +66,7 @@ def cpu_oversubscribed(window: list, settings: Settings) -> list:
     if latest.system is None or len(window) < 2:
         return []
     allowed = latest.system.cpus_allowed
-    used = mean_over(window[1:], lambda s: job_sum(s, "cpu_percent"))
+    used = mean_over(window[1:], job_cpu)
     waiting = mean_over(window[1:], lambda s: job_sum(s, "cpu_wait_percent"))
     if used is None or waiting is None or used + waiting < settings.oversubscribed_ratio * allowed:
         return []

@@ -24,6 +24,7 @@ import fcntl
 import fnmatch
 import json
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -292,7 +293,9 @@ def run_imagenet(run: Run, scratch: Path, images: Path, snapshots: int = 3) -> l
         for workers in (1, 2):
             outcome, asked[workers] = _imagenet_views(run, scratch, images, workers, snapshots)
             outcomes.append(outcome)
-        configs = sorted({(1, None), (2, None), (1, 1), (2, 1), *asked[1], *asked[2]}, key=str)
+        twins = {w: _twin(run, scratch, _replay_args(o)) for w, o in zip((1, 2), outcomes)}
+        twin_targets = {(t["workers"], None) for t in twins.values() if t}
+        configs = sorted({(1, None), (2, None), (1, 1), (2, 1), *asked[1], *asked[2], *twin_targets}, key=str)
         rates: dict = {}
         for order in (configs, configs[::-1]):
             for workers, threads in order:
@@ -313,14 +316,46 @@ def run_imagenet(run: Run, scratch: Path, images: Path, snapshots: int = 3) -> l
         if not asked[workers]:
             better = [k for k in median if median[k] >= 1.05 * median[here]]
             checks.append(Check(f"-j{workers}: no advice", "none", ", ".join(better) or "nothing better", not better))
+        twin = twins[workers]
+        if twin:
+            real = median[_key(twin["workers"], None)] / median[here] if median[here] else None
+            close = abs(twin["ratio"] / real - 1) <= TWIN_MARGIN if real and twin["ratio"] else None
+            checks.append(Check(f"-j{workers}: twin j{twin['workers']}/j{workers}", f"{twin['ratio']:.2f}x",
+                                f"{real:.2f}x" if real else "-", close))  # fmt: skip
     best = max(median, key=median.get)
     named = {_key(*t) for t in asked[1] | asked[2]} | {"j1", "j2"}
     checks.append(Check("best change named", ", ".join(sorted(named - {"j1", "j2"})) or "none",
                         f"{best} ({median[best] / median['j1']:.2f}x of j1)", best in named))  # fmt: skip
     for outcome in outcomes:
         outcome.truth["rates"] = table
-    outcomes.append(Outcome("imagenet-apply", checks, truth={"rates": table}))
+    outcomes.append(Outcome("imagenet-apply", checks, truth={"rates": table, "twins": twins}))
     return outcomes
+
+
+TWIN_MARGIN = 0.15  # twin within ±15% of the job's own ratio
+
+
+def _replay_args(outcome: Outcome) -> Optional[list]:
+    """The first view's ``dltop bench`` arguments (the finding's twin), if a finding gave any."""
+    views = outcome.truth.get("views") or []
+    return views[0].get("bench_args") if views else None
+
+
+def _twin(run: Run, scratch: Path, args: Optional[list]) -> Optional[dict]:
+    """Runs ``dltop bench <args>`` (nothing else running): the twin's ratio of proposed to current."""
+    if not args:
+        return None
+    import subprocess
+
+    out = scratch / f"twin-{time.monotonic_ns()}.json"
+    subprocess.run([run.dltop_python, "-m", "dltop", "bench", *args, "--json", str(out)],
+                   env={**os.environ, **observe._tree_env()}, capture_output=True, timeout=600)  # fmt: skip
+    try:
+        compare = json.loads(out.read_text())["compare"]
+    except (OSError, ValueError, KeyError):
+        return None
+    proposed = dict(kv.split("=") for kv in compare[1]["label"].split(",") if "=" in kv)
+    return {"args": args, "ratio": compare[1]["ratio"], "workers": int(proposed.get("num_workers", 0))}
 
 
 def _key(workers: int, threads: Optional[int]) -> str:
@@ -368,6 +403,7 @@ def _imagenet_views(run: Run, scratch: Path, images: Path, workers: int, count: 
                 "input_bound_suggestion": bound["suggestion"] if bound else None,
                 "hottest_user_frame": bound["evidence"].get("hottest_user_frame") if bound else None,
                 "predicted_speedup": _predicted(bound),
+                "bench_args": next((f["bench_args"] for f in report.get("findings", []) if f.get("bench_args")), None),
                 "trainer_cpu": round(truth.trainer_cpu, 2) if truth.trainer_cpu is not None else None,
             }
         )
