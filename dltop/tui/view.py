@@ -292,7 +292,8 @@ def system_lines(snapshot: Snapshot) -> list:
     s = snapshot.system
     if s is None:
         return ["system figures unavailable"]
-    busy = sum((p.cpu_percent or 0) for p in snapshot.processes) / 100
+    # with what children used between two ticks (workers of short epochs: in no reading of their own)
+    busy = sum((p.cpu_percent or 0) + (p.unseen_children_cpu_percent or 0) for p in snapshot.processes) / 100
     quota = f" quota {s.cpu_quota:g}" if s.cpu_quota else ""
     limit = f" (limit {human_bytes(s.mem_limit_bytes)})" if s.mem_limit_bytes else ""
     lines = [  # short lines: two panels side by side must fit 80 columns
