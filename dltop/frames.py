@@ -132,16 +132,21 @@ PROCESS_RUN = "multiprocessing/process.py"
 WORKER_ITER_METHODS = ("_get_data", "_try_get_data", "_shutdown_workers", "_try_put_index")
 
 
-def process_kind(frames: list) -> str:
+def process_kind(frames: list, known: Optional[str] = None) -> Optional[str]:
     """worker | starting | other: what a child process's main-thread stack says it is, whatever
-    its name. ``_worker_loop`` is a DataLoader worker; multiprocessing's bootstrap before the
-    target runs (spawn importing the main module and torch) is a process still starting; a
-    target other than ``_worker_loop`` (a Pool worker, a helper) or no bootstrap at all is other."""
-    if _find(frames, WORKER, ("_worker_loop",)) is not None:
+    its name, given what its earlier stacks said (``known``). ``_worker_loop`` is a DataLoader
+    worker, and a worker stays one for its life; multiprocessing's bootstrap before the target
+    runs (spawn importing the main module and torch) is a process still starting; a target other
+    than ``_worker_loop`` (a Pool worker, a helper) is other. A stack without the bootstrap is
+    other only at first sight: a spawn child that has been seen is past its bootstrap only while
+    it exits (``sys.exit`` in ``spawn_main``, then ``threading._shutdown`` joining its threads)."""
+    if known == "worker" or _find(frames, WORKER, ("_worker_loop",)) is not None:
         return "worker"
     if _find(frames, PROCESS_RUN, ("run",)) is not None:
         return "other"
-    return "starting" if any(f.file.endswith(BOOTSTRAP) for f in frames) else "other"
+    if any(f.file.endswith(BOOTSTRAP) for f in frames):
+        return "starting"
+    return known or "other"
 
 
 def uses_worker_processes(frames: list) -> bool:

@@ -78,6 +78,26 @@ def test_first_batch_wait_is_start_up_only_after_a_boundary_and_only_on_workers(
     assert frames.trainer_phases([init, fetch])[0] == ["starting-workers", "waiting-for-data"]  # num_workers=0
 
 
+def test_a_stack_says_what_a_process_is_and_a_worker_stays_one():
+    """An exiting spawn worker is past its bootstrap (``sys.exit`` in ``spawn_main``, then
+    ``threading._shutdown``): that stack must not turn it into something else (on torch 2.4 it
+    became a second trainer)."""
+    mp = "/usr/lib/python3.11/multiprocessing"
+    spawn = [make_frame("<module>", "<string>", 1), make_frame("spawn_main", f"{mp}/spawn.py", 122)]
+    importing = [*spawn, make_frame("_main", f"{mp}/spawn.py", 131), make_frame("<module>", "/home/me/train.py", 1)]
+    run = [*spawn, make_frame("BaseProcess._bootstrap", f"{mp}/process.py", 314),
+           make_frame("BaseProcess.run", f"{mp}/process.py", 108)]  # fmt: skip
+    working = [*run, make_frame("_worker_loop", f"/x/site-packages/{frames.WORKER}", 300)]
+    exiting = [make_frame("_shutdown", "/usr/lib/python3.11/threading.py", 1583)]
+    assert frames.process_kind(importing) == "starting"
+    assert frames.process_kind(working, "starting") == "worker"
+    assert frames.process_kind(exiting, "worker") == "worker"
+    assert frames.process_kind(exiting, "starting") == "starting"
+    assert frames.process_kind([], "starting") == "starting"
+    assert frames.process_kind(run) == "other"  # a Pool worker, a helper: another target
+    assert frames.process_kind(exiting) == "other"  # first sight, no bootstrap: not a multiprocessing child
+
+
 def test_locals_give_the_loader_config():
     threads = parse_dump((FIXTURES / "worker_locals.json").read_text())
     config = {}

@@ -338,7 +338,7 @@ class StackSampler:
             proc.streak_since = quiet_since if quiet_since is not None else began
             proc.streak_run_ns, proc.streak_slices, proc.confirmed_at = run_ns, slices or 0, began
         proc.stack, proc.stack_wall, proc.slices_at_stack = stack, wall, slices
-        proc.kind = stackframes.process_kind(list(stack))
+        proc.kind = stackframes.process_kind(list(stack), proc.kind)
 
     def _add_window(self, proc: ProcessStacks, text: str, now: float) -> None:
         began = proc.run_began[0]
@@ -382,7 +382,7 @@ class StackSampler:
         else:
             proc.streak_since = proc.confirmed_at = None
         proc.stack, proc.stack_wall = typical, self._wall()
-        proc.kind = stackframes.process_kind(list(typical))
+        proc.kind = stackframes.process_kind(list(typical), proc.kind)
 
     def _start_records(self, now: float) -> None:
         trainers = [p for p in self.procs.values() if p.role == "trainer"]
