@@ -132,7 +132,7 @@ PROCESS_RUN = "multiprocessing/process.py"
 WORKER_ITER_METHODS = ("_get_data", "_try_get_data", "_shutdown_workers", "_try_put_index")
 
 
-def process_kind(frames: list, known: Optional[str] = None) -> Optional[str]:
+def process_kind(frames: list, known: Optional[str] = None) -> str:
     """worker | starting | other: what a child process's main-thread stack says it is, whatever
     its name, given what its earlier stacks said (``known``). ``_worker_loop`` is a DataLoader
     worker, and a worker stays one for its life; multiprocessing's bootstrap before the target
