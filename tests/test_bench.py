@@ -11,13 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from dltop.bench.config import LoaderConfig, parse_config
 from dltop.bench.results import TrialResult
 from dltop.bench.search import Search, compare
 from dltop.errors import DltopError
-from tests.support import ROOT, assert_one_line_error, group_alive, run_dltop
+from tests.support import ROOT, assert_one_line_error, group_alive, run_dltop, wait_for
 
 FAST = ("--warmup-s", "0.3", "--chunk-s", "0.5", "--chunks", "3")
 
@@ -155,19 +156,26 @@ def test_bad_workload_and_config_are_one_line():
     assert_one_line_error(run_dltop("bench", "--compare", "num_workers=x"), "bad config")
 
 
+def _has_workers(pid: int) -> bool:
+    try:
+        return any(c.name().startswith("pt_data_worker") for c in psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return False
+
+
 def test_ctrl_c_stops_cleanly(tmp_path):
     """SIGINT to the whole group, as a terminal's Ctrl-C: partial results, no worker left, temp files gone."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dltop", "bench", "--workload", "synthetic-io:read_kb=64", "--chunk-s", "2",
+        [sys.executable, "-m", "dltop", "bench", "--workload", "synthetic-io:read_kb=64,io_ms=5", "--chunk-s", "2",
          "--batch-size", "4", "--max-workers", "4"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while not list(tmp_path.glob("dltop-bench-*")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(6)  # into the sweep: a trial with workers is under way
+        # into the sweep: a trial with workers under way (on a warm page cache a sleep-timed wait
+        # could outlast the whole search, which then ended by itself before the signal)
+        wait_for(lambda: list(tmp_path.glob("dltop-bench-*")) and _has_workers(proc.pid), 90, "a trial with workers")
+        time.sleep(1.0)
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
