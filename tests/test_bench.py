@@ -156,6 +156,12 @@ def test_bad_workload_and_config_are_one_line():
     assert_one_line_error(run_dltop("bench", "--compare", "num_workers=x"), "bad config")
 
 
+def _default_sigint() -> None:
+    """A terminal's Ctrl-C reaches a process that handles SIGINT; a test run from a background
+    shell (``nohup ... &``) would hand down SIGINT ignored, and Python keeps it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _has_workers(pid: int) -> bool:
     try:
         return any(c.name().startswith("pt_data_worker") for c in psutil.Process(pid).children(recursive=True))
@@ -170,6 +176,7 @@ def test_ctrl_c_stops_cleanly(tmp_path):
         [sys.executable, "-m", "dltop", "bench", "--workload", "synthetic-io:read_kb=64,io_ms=5", "--chunk-s", "2",
          "--batch-size", "4", "--max-workers", "4"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=_default_sigint,
     )  # fmt: skip
     try:
         # into the sweep: a trial with workers under way (on a warm page cache a sleep-timed wait

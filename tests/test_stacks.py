@@ -129,8 +129,10 @@ def test_input_bound_job_waits_for_data(start_job, attach):
     assert measured > 60 and truth > 60
     assert abs(measured - truth) < 15, (measured, truth)
     assert loader.trainer_time.samples >= 30
-    worker = next(p for p in ticks[-1].processes if p.role == "worker")
-    assert worker.activity in ("fetching", "collating", "sending")
+    # each dump is one moment: an input-bound worker is between batches (reading its next index,
+    # "idle") a small share of the time, so one of its dumps may show that; not all of them
+    seen = {p.stack_at: p.activity for t in ticks for p in t.processes if p.role == "worker" and p.stack_at}
+    assert any(a in ("fetching", "collating", "sending") for a in seen.values()), seen
 
 
 def test_compute_bound_job_does_not(start_job, attach):
