@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Optional
 
@@ -59,13 +60,24 @@ def job_sum(snap: Snapshot, attr: str, roles: tuple = JOB_ROLES) -> Optional[flo
     return sum(values) / 100 if values else None
 
 
+_JOB_CPU: dict = {}  # id(snapshot) -> (weakref to it, cores): a tick is summed once, not every tick it is in the window
+_JOB_CPU_KEPT = 4096
+
+
 def job_cpu(snap: Snapshot) -> Optional[float]:
     """Cores the job used at this tick: its trainers' and workers' CPU, and what children that
     lived and exited between two ticks used (workers respawned every short epoch, under a
     trainer or its forkserver: in no reading of their own, only in their parent's cutime)."""
+    known = _JOB_CPU.get(id(snap))
+    if known is not None and known[0]() is snap:
+        return known[1]
     used = job_sum(snap, "cpu_percent")
     unseen = job_sum(snap, "unseen_children_cpu_percent", (*JOB_ROLES, "helper"))
-    return used + (unseen or 0.0) if used is not None else None
+    cores = used + (unseen or 0.0) if used is not None else None
+    if len(_JOB_CPU) >= _JOB_CPU_KEPT:
+        _JOB_CPU.clear()
+    _JOB_CPU[id(snap)] = (weakref.ref(snap), cores)
+    return cores
 
 
 def mean_over(window: list, pick) -> Optional[float]:

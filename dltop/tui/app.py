@@ -12,6 +12,9 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
+from textual.message import Message
 from textual.widgets import Footer
 
 from dltop.model import Snapshot
@@ -30,6 +33,15 @@ FindingsPanel { height: auto; border: round $primary-darken-2; }
 """
 COMPACT_BELOW = 30  # terminal rows under which the panels drop their borders (80x24 needs every row)
 TABLE_MIN_ROWS = 6  # the process table keeps this many rows (header included) before findings grow
+
+
+class Collected(Message):
+    """A Snapshot from the collecting thread. Posted, not called: the thread does not wait for
+    the screen (``call_from_thread`` parks it on a future every tick)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        super().__init__()
+        self.snap = snap
 
 
 class DltopApp(App):
@@ -60,6 +72,13 @@ class DltopApp(App):
         self.refresh_ms: list = []  # UI time per refresh, for the figures
         self._stop = threading.Event()
         self._layout: tuple = ()  # (table height, findings height, findings max height) applied
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's choice, but on Linux a driver whose input thread sleeps until a key comes."""
+        from dltop.tui.driver import QuietLinuxDriver
+
+        chosen = super().get_driver_class()
+        return QuietLinuxDriver if chosen is LinuxDriver else chosen
 
     def compose(self) -> ComposeResult:
         yield JobHeader("attaching…")
@@ -99,7 +118,7 @@ class DltopApp(App):
                 return
             if self._stop.is_set():
                 return  # the app is closing: nothing left to draw on
-            self.call_from_thread(self.show, snap)
+            self.post_message(Collected(snap))
             if snap.job.state == "exited":
                 return
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
@@ -107,6 +126,9 @@ class DltopApp(App):
     def _fail(self, message: str) -> None:
         self.error = message
         self.exit(return_code=2, message=message)
+
+    def on_collected(self, message: Collected) -> None:
+        self.show(message.snap)
 
     def show(self, snap: Snapshot) -> None:
         first = self.snapshot is None
