@@ -4,8 +4,8 @@ Textual's own input thread wakes ten times a second (``select`` with a 0.1 s tim
 whether it should stop and whether a lone ESC has waited long enough to be a key: measured,
 0.2 % of a core on an idle screen, as much as everything else an idle Textual app does. This one
 blocks until a key arrives, until the moment the parser is waiting for (a lone ESC, then
-``ESCDELAY`` later), or until ``disable_input`` writes to a wake-up pipe. Where Textual's
-internals differ from what it expects, it runs Textual's own loop.
+``ESCDELAY`` later), or until ``disable_input`` writes to a wake-up pipe. A Textual whose parser
+keeps no such deadline gets Textual's own loop.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from textual._parser import ParseError
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
-
-TEXTUALS_OWN_TIMEOUT_S = 0.1
 
 
 class QuietLinuxDriver(LinuxDriver):
@@ -84,7 +82,5 @@ class QuietLinuxDriver(LinuxDriver):
 
 def _timeout(parser: XTermParser) -> Optional[float]:
     """None (wait for input) unless the parser waits for a moment: then until that moment."""
-    deadline = getattr(parser, "_timeout_time", 0.0)
-    if deadline is None:
-        return None
-    return max(0.0, deadline - get_time()) if isinstance(deadline, float) else TEXTUALS_OWN_TIMEOUT_S
+    deadline = parser._timeout_time
+    return None if deadline is None else max(0.0, deadline - get_time())
