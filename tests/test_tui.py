@@ -188,9 +188,9 @@ def test_keys_sort_pause_help_and_the_palette():
 
 
 async def _shown(pilot) -> None:
-    while pilot.app.snapshot is None:
+    while pilot.app.snapshot is None or not pilot.app._layout:  # the layout fits the findings after a refresh
         await pilot.pause(0.05)
-    await pilot.pause(0.1)  # the layout fits the findings after the first refresh
+    await pilot.pause(0.1)  # ... and the screen is laid out again with it
 
 
 def _screen_text(app) -> str:
