@@ -9,6 +9,7 @@ import io
 import json
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -378,6 +379,57 @@ def test_dltop_demo_in_a_real_terminal():
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
         for pid in _demo_jobs():
             subprocess.run(["kill", "-9", str(pid)])
+
+
+def _wakeups(pid: int) -> int:
+    """Voluntary context switches of every thread of ``pid``: how often it slept and woke."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        for line in status.read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
+
+
+def _idle_app_wakeups(driver: str) -> int:
+    """Wake-ups in 3 s of an idle app on ``driver``; then a lone ESC must reach it as a key and
+    ``q`` must quit it."""
+    session = f"dltop-idle-{driver}-{time.monotonic_ns()}"
+    # started half a second late: an app that starts while tmux still sizes a new detached pane
+    # may never draw (seen under pytest with Textual's own driver)
+    command = f"cd {ROOT} && sleep 0.5 && exec {sys.executable} tests/jobs/idle_app.py {driver}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "60", "-y", "10", command], check=True)
+
+    def screen() -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+
+    try:
+        wait_for(lambda: "ready" in screen(), 60, f"the idle app ({driver} driver) in tmux")
+        pane_pid = int(
+            subprocess.run(["tmux", "display", "-p", "-t", session, "#{pane_pid}"], capture_output=True, text=True)
+            .stdout.strip()
+        )
+        time.sleep(1.0)  # start-up work done
+        before = _wakeups(pane_pid)
+        time.sleep(3.0)
+        woke = _wakeups(pane_pid) - before
+        subprocess.run(["tmux", "send-keys", "-t", session, "Escape"], check=True)
+        wait_for(lambda: "escape" in screen(), 10, "the lone ESC to arrive as a key")
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(lambda: subprocess.run(["tmux", "has-session", "-t", session]).returncode != 0, 10, "q to quit")
+        return woke
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_the_input_thread_sleeps_until_a_key_and_keys_still_work():
+    """Textual's input thread wakes 10 times a second (30 in 3 s, measured here as the contrast);
+    dltop's sleeps until a key, yet a lone ESC still becomes a key and q quits."""
+    textual = _idle_app_wakeups("textual")
+    quiet = _idle_app_wakeups("quiet")
+    assert textual >= 20, f"Textual's own driver woke only {textual} times in 3 s: the probe measures nothing"
+    assert quiet <= textual / 3, f"dltop's driver woke {quiet} times in 3 s (Textual's: {textual})"
 
 
 def _demo_jobs() -> list:
