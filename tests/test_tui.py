@@ -406,8 +406,9 @@ def _idle_app_wakeups(driver: str) -> int:
     try:
         wait_for(lambda: "ready" in screen(), 60, f"the idle app ({driver} driver) in tmux")
         pane_pid = int(
-            subprocess.run(["tmux", "display", "-p", "-t", session, "#{pane_pid}"], capture_output=True, text=True)
-            .stdout.strip()
+            subprocess.run(
+                ["tmux", "display", "-p", "-t", session, "#{pane_pid}"], capture_output=True, text=True
+            ).stdout.strip()
         )
         time.sleep(1.0)  # start-up work done
         before = _wakeups(pane_pid)
