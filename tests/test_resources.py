@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from dltop.diagnose import Settings, diagnose
+from dltop.diagnose import Settings, diagnose, pending
 from dltop.model import DiskSample
 from tests.windows import GiB, bound_window, ids, with_worker_memory
 
@@ -192,3 +192,24 @@ def test_gpu_underutilized_needs_a_low_share_held_a_while(util, ticks):
 def test_new_thresholds_are_settings():
     window = bound_window(10.0, shm=(40 * MiB, 64 * MiB))
     assert ids(diagnose(window, Settings(shm_full_share=0.5))).count("shm-low") == 1
+
+
+def test_a_gpu_idle_while_the_data_wait_is_not_judged_yet_blames_nothing():
+    """94% wait from 10 samples: not yet input-bound, and surely not 'the step leaves it idle'
+    (seen on a GPU job's first seconds); the pending list says what is missing."""
+    window = bound_window(94.0, gpu_util=20.0, ticks=12, samples=10)
+    assert not only(diagnose(window), "gpu-underutilized")
+    assert "input-bound" in [p.id for p in pending(window, Settings())]
+
+
+def test_a_gpu_idle_with_a_low_wait_names_the_wait_it_measured():
+    (found,) = only(diagnose(bound_window(12.0, gpu_util=20.0, ticks=12)), "gpu-underutilized")
+    assert "waits for data only 12%" in found.detail and "training step" in found.title
+
+
+def test_a_gpu_idle_without_stacks_says_the_cause_is_unknown():
+    snap = bound_window(94.0, gpu_util=20.0)[0]
+    unmeasured = dataclasses.replace(snap.loaders[0], trainer_time=None, data_wait_percent=None)
+    window = [dataclasses.replace(snap, stacks_status="denied", loaders=[unmeasured])] * 12
+    (found,) = only(diagnose(window), "gpu-underutilized")
+    assert "cause unknown" in found.title and "training step" not in found.detail

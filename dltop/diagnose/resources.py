@@ -355,7 +355,15 @@ def gpu_underutilized(window: list, settings: Settings) -> list:
             cause = f"idle while workers start: trainer {starting[0].trainer_pid} spends {spent:.0f}% of its time there"
             suggestion = loader_change(starting[0], persistent_workers=True)
         else:
-            cause = "the trainer does not wait for data, so the training step itself leaves it idle"
+            waits = _settled_waits(latest, holders, settings)
+            if waits is None and latest.stacks_status == "ok":
+                continue  # a trainer's data wait is not judged yet (pending says so): no cause to name
+            if waits is None:
+                cause = "cause unknown: without stacks dltop cannot tell a wait for data from a slow step"
+            elif waits:
+                cause = f"the training step itself leaves it idle: its trainer waits for data only {max(waits):.0f}%"
+            else:
+                cause = "the training step itself leaves it idle"
             suggestion = (
                 "Profile a few steps with torch.profiler: look for host-side work between kernels (.item(), "
                 ".cpu(), logging every step), small batches, or CPU-side augmentation in the step."
@@ -379,6 +387,21 @@ def gpu_underutilized(window: list, settings: Settings) -> list:
             )
         )
     return findings
+
+
+def _settled_waits(latest: Snapshot, holders: list, settings: Settings) -> Optional[list]:
+    """Data-wait shares of the trainers on a GPU, each measured and below input-bound's line; None
+    while any is unknown or above that line but not yet surely (a GPU starved by input must not be
+    blamed on the training step before the wait is judged)."""
+    waits = []
+    for loader in (ld for ld in latest.loaders if ld.trainer_pid in holders):
+        spent, wait = loader.trainer_time, loader.data_wait_percent
+        if spent is None or wait is None or spent.samples < settings.min_stack_samples:
+            return None
+        if wait >= settings.input_bound_percent:  # input-bound's, or pending until it is sure
+            return None
+        waits.append(wait)
+    return waits
 
 
 def _gpu_util(snap: Snapshot, index: int) -> Optional[float]:
