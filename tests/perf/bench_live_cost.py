@@ -76,7 +76,14 @@ class Tmux:
 
     def __init__(self, command: str) -> None:
         self.session = f"dltop-cost-{time.monotonic_ns()}"
-        self._tmux("new-session", "-d", "-s", self.session, "-x", "120", "-y", "40")
+        for attempt in range(3):  # the server of the session just closed may still be exiting
+            try:
+                self._tmux("new-session", "-d", "-s", self.session, "-x", "120", "-y", "40")
+                break
+            except subprocess.CalledProcessError:
+                if attempt == 2:
+                    raise
+                time.sleep(1.0)
         self._tmux("set-option", "-t", self.session, "remain-on-exit", "on")
         self._tmux("respawn-pane", "-k", "-t", self.session, command)
         self.pid = int(self._tmux("list-panes", "-t", self.session, "-F", "#{pane_pid}").split()[0])
@@ -148,11 +155,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", nargs="*", help="tools to run (htop, live, snapshot-no-stacks, snapshot)")
+    parser.add_argument("--only", nargs="*", help="tools to run (htop, live, snapshot-no-stacks, snapshot, live-NS)")
+    parser.add_argument("--live-intervals", nargs="*", type=float, default=[],
+                        help="the live view at these --interval values too (tools live-NS), e.g. 1.5")  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="also profile the live view once (py-spy on dltop)")
     parser.add_argument("--profile-out", help="keep the profile's folded stacks in this file")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # killed: still stop the job (finally)
+    labels = {"htop": "htop (delay 1.5 s)", "live": "dltop --pid (live view)",
+              "snapshot-no-stacks": "dltop snapshot --no-stacks", "snapshot": "dltop snapshot"}  # fmt: skip
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} before the job; {time.ctime()}")
     with tempfile.TemporaryDirectory() as report:
         job = start_job(Path(report), "--workers", "16", "--persistent", "--sample-ms", "2", "--step-ms", "20")
@@ -165,7 +176,11 @@ def main() -> None:
                 "snapshot-no-stacks": lambda: snapshot(job.pid, args.seconds, "--no-stacks"),
                 "snapshot": lambda: snapshot(job.pid, args.seconds),
             }
+            for seconds in args.live_intervals:
+                command = f"{sys.executable} -m dltop --pid {job.pid} --interval {seconds:g}"
+                tools[f"live-{seconds:g}s"] = lambda command=command: in_tmux(command, args.seconds)
             names = args.only or list(tools)
+            labels.update({name: f"dltop --pid, --interval {name[5:]}" for name in tools if name.startswith("live-")})
             shares: dict = {name: [] for name in names}
             for round_no in range(args.rounds):
                 order = names if round_no % 2 == 0 else names[::-1]
@@ -176,14 +191,12 @@ def main() -> None:
             print(f"\n16-worker job, {args.seconds:.0f} s x {args.rounds}, children counted; load now "
                   f"{os.getloadavg()[0]:.2f}")  # fmt: skip
             htop = statistics.median(shares["htop"]) if shares.get("htop") else None
-            print(f"{'tool':<28} {'median % of a core':>18} {'runs':<24} {'× htop':>7}")
-            labels = {"htop": "htop (delay 1.5 s)", "live": "dltop --pid (live view)",
-                      "snapshot-no-stacks": "dltop snapshot --no-stacks", "snapshot": "dltop snapshot"}  # fmt: skip
+            print(f"{'tool':<32} {'median % of a core':>18} {'runs':<24} {'× htop':>7}")
             for name in names if args.rounds else ():
                 median = statistics.median(shares[name])
                 ratio = f"{median / htop:.2f}" if htop else "-"
                 runs = ", ".join(f"{s:.2f}" for s in shares[name])
-                print(f"{labels[name]:<28} {median:>18.2f} {runs:<24} {ratio:>7}")
+                print(f"{labels[name]:<32} {median:>18.2f} {runs:<24} {ratio:>7}")
             if args.profile:
                 (own, children), parts = in_tmux(f"{sys.executable} -m dltop --pid {job.pid}", args.seconds,
                                                  profile=True, keep=args.profile_out)  # fmt: skip
