@@ -4,9 +4,10 @@
   second) tell where the main thread spends its time: waiting for data, collating, starting
   workers, running the step (``TrainerTime``).
 - Workers: non-blocking ``py-spy dump`` at about ``dumps_per_s`` on average (a dump costs
-  7-12 ms of CPU, nearly all py-spy parsing libpython's symbols as it starts). A process whose main thread has not run since its last dump (its schedstat
-  timeslice count is unchanged) provably still has that stack, so it is not dumped again: a
-  hung worker costs one dump, and its ``stuck_s`` keeps growing for free. A worker that stayed
+  7-12 ms of CPU, nearly all py-spy parsing libpython's symbols as it starts). A process whose
+  main thread has not run since its last dump (its schedstat timeslice count is unchanged)
+  provably still has that stack, so it is not dumped again: a hung worker costs one dump, and
+  its ``stuck_s`` keeps growing for free. A worker that stayed
   quiet for a few seconds after working (a hang to confirm) is dumped first, on its own budget.
 
 Nothing here blocks a tick: py-spy runs are started and collected on later ticks. The one
