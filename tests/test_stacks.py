@@ -181,9 +181,10 @@ def test_healthy_job_raises_no_fault(start_job, attach):
     assert not faults & {"worker-hung", "worker-died", "trainer-stalled", "stacks-unavailable"}, faults
     loaders = ticks[-1].loaders  # train and val; new workers join theirs once dumped
     assert sum(ld.worker_respawns for ld in loaders) >= 2 and len(job.records("epoch")) >= 1
-    # Epoch-end exits are 0 when dltop reads the zombie before torch reaps it, else unknown: never died.
+    # Epoch-end exits are 0 when dltop reads the zombie before torch reaps it, else unknown (torch
+    # joins its workers at once: on a busy machine no tick may catch a zombie): never died.
     causes = [w.cause for ld in loaders for w in ld.workers_exited]
-    assert "died" not in causes and "ended" in causes, causes
+    assert causes and set(causes) <= {"ended", "unknown"}, causes
 
 
 def test_pin_memory_thread_seen_in_stacks(start_job, attach, monkeypatch):
