@@ -7,8 +7,8 @@
   7-12 ms of CPU, nearly all py-spy parsing libpython's symbols as it starts). A process whose
   main thread has not run since its last dump (its schedstat timeslice count is unchanged)
   provably still has that stack, so it is not dumped again: a hung worker costs one dump, and
-  its ``stuck_s`` keeps growing for free. A worker that stayed
-  quiet for a few seconds after working (a hang to confirm) is dumped first, on its own budget.
+  its ``stuck_s`` keeps growing for free. A worker that stayed quiet for a few seconds after
+  working (a hang to confirm) is dumped first, on its own budget.
 
 Nothing here blocks a tick: py-spy runs are started and collected on later ticks. The one
 blocking, pausing dump (``collect/full_dump.py``, with locals) runs only when the user asks.

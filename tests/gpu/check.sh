@@ -20,7 +20,7 @@ DEST=${OUT:-$WORK}
 mkdir -p "$DEST"
 CHECKS=$WORK/checks.txt
 : >"$CHECKS"
-JOB= PGID= JOB_WAS=
+JOB= PGID=
 STARTED=$SECONDS
 DEADLINE=$((SECONDS + ${CHECK_BUDGET_S:-240}))  # every step's timeout is cut to what is left of this
 
@@ -38,19 +38,13 @@ check() {  # check NAME CONDITION-EXIT-CODE
 
 stop_job() {
     [ -n "$JOB" ] || return 0
-    if [ -n "$PGID" ]; then
-        kill -TERM -- "-$PGID" 2>/dev/null
-        for _ in 1 2 3 4 5 6 7 8 9 10; do
-            pgrep -g "$PGID" >/dev/null 2>&1 || break
-            sleep 0.5
-        done
-        kill -KILL -- "-$PGID" 2>/dev/null
-    else  # no group of its own (should not happen): the trainer and its direct children
-        pkill -KILL -P "$JOB" 2>/dev/null
-        kill -KILL "$JOB" 2>/dev/null
-    fi
+    kill -TERM -- "-$PGID" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        pgrep -g "$PGID" >/dev/null 2>&1 || break
+        sleep 0.5
+    done
+    kill -KILL -- "-$PGID" 2>/dev/null
     wait "$JOB" 2>/dev/null
-    JOB_WAS=$JOB
     JOB=
 }
 trap stop_job EXIT
@@ -59,28 +53,8 @@ trap 'exit 130' INT TERM
 step "setup"
 if [ -d .whl ] && compgen -G '.whl/*.whl' >/dev/null; then
     echo "installing from .whl/: $(cd .whl && echo *.whl)"
-    if limit 60 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl; then
-        export PYTHONPATH=/tmp/site:$ROOT
-    else  # no pip: a wheel's scripts (py-spy is one binary) are files in a zip
-        echo "pip install failed: unpacking the wheels' scripts to /tmp/site/bin"
-        limit 30 python3 - .whl/*.whl <<'EOF'
-import os
-import sys
-import zipfile
-
-os.makedirs("/tmp/site/bin", exist_ok=True)
-for wheel in sys.argv[1:]:
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            if ".data/scripts/" in name:
-                target = os.path.join("/tmp/site/bin", os.path.basename(name))
-                with open(target, "wb") as out:
-                    out.write(z.read(name))
-                os.chmod(target, 0o755)
-                print(f"  {target}")
-EOF
-    fi
+    limit 60 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$ROOT
 fi
 case ":${PYTHONPATH:-}:" in
 *":$ROOT:"*) ;;
@@ -136,16 +110,10 @@ check "torch sees CUDA" $?
 step "start tests/gpu/cuda_job.py"
 READY=$WORK/ready.json
 JOB_ARGS=(tests/gpu/cuda_job.py --workers 4 --sample-ms 3 --max-s 240 --ready "$READY")
-if command -v setsid >/dev/null; then
-    setsid python3 "${JOB_ARGS[@]}" >"$DEST/cuda_job.log" 2>&1 &
-else
-    python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' python3 "${JOB_ARGS[@]}" \
-        >"$DEST/cuda_job.log" 2>&1 &
-fi
+setsid python3 "${JOB_ARGS[@]}" >"$DEST/cuda_job.log" 2>&1 &
 JOB=$!
-PGID=$(ps -o pgid= -p "$JOB" | tr -d ' ')
-[ "$PGID" = "$(ps -o pgid= -p $$ | tr -d ' ')" ] && PGID=  # not a group of its own: never kill ours
-echo "job pid $JOB, process group ${PGID:-none}"
+PGID=$(ps -o pgid= -p "$JOB" | tr -d ' ')  # setsid: a process group of its own
+echo "job pid $JOB, process group $PGID"
 JOB_T0=$SECONDS
 WAIT_UNTIL=$((SECONDS + 90))  # up to 90 s for CUDA, the workers and the first steps
 while ((SECONDS < WAIT_UNTIL && SECONDS < DEADLINE)); do
@@ -166,7 +134,7 @@ tail -n 20 "$DEST/cuda_job.log"
 check "the job trains on cuda (it says: $DEVICE)" "$([ "$DEVICE" = cuda ] && echo 0 || echo 1)"
 sleep 2  # a few batches more: the pin-memory thread and every worker are up
 echo "job processes:"
-ps -e -o pid,ppid,pgid,nlwp,pcpu,rss,args | awk -v g="${PGID:-$JOB}" 'NR == 1 || $3 == g' | cut -c1-150
+ps -e -o pid,ppid,pgid,nlwp,pcpu,rss,args | awk -v g="$PGID" 'NR == 1 || $3 == g' | cut -c1-150
 
 step "dltop snapshot --pid $TRAINER --duration 8 --json $NO_STACKS"
 limit 45 python3 -m dltop snapshot --pid "$TRAINER" --duration 8 --json $NO_STACKS \
@@ -265,11 +233,10 @@ check "dltop snapshot (text) exits 0 (exit $rc)" "$rc"
 step "dltop jobs"
 limit 20 python3 -m dltop jobs 2>&1
 step "stop the job"
-GROUP=${PGID:-}
 stop_job
 tail -n 5 "$DEST/cuda_job.log"
 for _ in 1 2 3 4 5 6 7 8 9 10; do  # killed processes may linger a moment before init reaps them
-    if [ -n "$GROUP" ]; then left=$(pgrep -g "$GROUP" | tr '\n' ' '); else left=$(pgrep -P "$JOB_WAS" | tr '\n' ' '); fi
+    left=$(pgrep -g "$PGID" | tr '\n' ' ')
     [ -z "$left" ] && break
     sleep 0.5
 done

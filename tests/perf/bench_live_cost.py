@@ -179,8 +179,8 @@ def main() -> None:
             for seconds in args.live_intervals:
                 command = f"{sys.executable} -m dltop --pid {job.pid} --interval {seconds:g}"
                 tools[f"live-{seconds:g}s"] = lambda command=command: in_tmux(command, args.seconds)
+                labels[f"live-{seconds:g}s"] = f"dltop --pid, --interval {seconds:g} s"
             names = args.only or list(tools)
-            labels.update({name: f"dltop --pid, --interval {name[5:]}" for name in tools if name.startswith("live-")})
             shares: dict = {name: [] for name in names}
             for round_no in range(args.rounds):
                 order = names if round_no % 2 == 0 else names[::-1]
