@@ -1,10 +1,12 @@
 """Stack samples of a job's processes within a small CPU budget (DESIGN.md §3-4).
 
-- Trainers: back-to-back short ``py-spy record`` windows (non-blocking, a dozen samples a
-  second) tell where the main thread spends its time: waiting for data, collating, starting
-  workers, running the step (``TrainerTime``).
-- Workers: non-blocking ``py-spy dump`` at about ``dumps_per_s`` on average (a dump costs
-  7-12 ms of CPU, nearly all py-spy parsing libpython's symbols as it starts). A process whose
+- Trainers: samples of the main thread tell where it spends its time: waiting for data,
+  collating, starting workers, running the step (``TrainerTime``). Austin streams them
+  (``collect/austin.py``: read every tick, a third of py-spy's cost a sample); without Austin,
+  back-to-back short ``py-spy record`` windows (non-blocking) do.
+- Workers: one-sample stacks (Austin's, ~6 ms of CPU; a non-blocking ``py-spy dump`` where
+  Austin cannot attach, and for the first, which reads ``_worker_loop``'s locals: 7-12 ms,
+  nearly all parsing libpython's symbols at start) at about ``dumps_per_s``. A process whose
   main thread has not run since its last dump (its schedstat timeslice count is unchanged)
   provably still has that stack, so it is not dumped again: a hung worker costs one dump, and
   its ``stuck_s`` keeps growing for free. A worker that stayed quiet for a few seconds after
@@ -26,6 +28,8 @@ from typing import Callable, Optional
 
 from dltop import frames as stackframes
 from dltop.collect import procfs, ptrace
+from dltop.collect.austin import StreamRun, find_austin, parse_samples, stream_command
+from dltop.collect.austin import dump_command as austin_dump_command
 from dltop.collect.pyspy import (
     PySpyRun,
     ThreadStack,
@@ -64,6 +68,16 @@ STUCK_WAKEUPS_PER_S = 1.0
 FAILURES_BEFORE_ERROR = 3
 RETRY_AFTER_DENIED_S = 30.0
 MIN_RECORD_RATE = 3
+# Austin streams (collect/austin.py): a sample of that 17-thread trainer costs ~0.3 ms, so a third
+# of py-spy's share buys more samples than py-spy's whole share did (~6 a second against ~4)
+STREAM_CPU_SHARE = 0.002
+STREAM_STARTUP_S = 0.008  # Austin's CPU to attach, paid once per window
+STREAM_WINDOW_S = 15  # samples arrive every tick whatever the length: windows only re-price the rate
+STREAM_FIRST_RATE = 7.0
+STREAM_MAX_RATE = 17.0
+# each window's rate is the affordable one times the next of these: rates that differ from window
+# to window keep a periodic training step from aliasing with the sampling
+STREAM_RATE_STEPS = (1.0, 0.89, 1.13)
 PHASES = ("waiting-for-data", "collating", "starting-workers", "running")
 
 
@@ -91,12 +105,16 @@ class ProcessStacks:
     trainer_windows: deque = field(default_factory=deque)  # TrainerWindow, newest last
     windows_done: int = 0
     sample_cost_s: float = 0.0  # py-spy CPU per sample in the last record window
-    record_rate: int = 0
+    record_rate: float = 0.0
     record_seconds: int = 0
     pin_thread: Optional[bool] = None
     in_epoch_start: bool = False  # trainers: the last sample was in an epoch's start-up
     kind: Optional[str] = None  # what its newest stack says it is: worker | starting | other
     recording: bool = False  # the run under way is a record window (else a dump)
+    stream_from: float = 0.0  # trainers sampled by Austin: when its samples were last taken
+    stream_samples: int = 0  # main-thread samples of the Austin window under way
+    austin_failed: bool = False  # Austin could not sample it: py-spy from now on
+    austin_dump: bool = False  # the dump under way is Austin's
     worker_loader: bool = False  # trainers: seen inside a DataLoader iterator with worker processes
 
     @property
@@ -124,11 +142,14 @@ class StackSampler:
         job_pid: int,
         *,
         py_spy: Optional[str] = None,
+        austin: Optional[str] = None,
         dumps_per_s: float = DUMPS_PER_S,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.py_spy = py_spy if py_spy is not None else find_py_spy()
+        self.austin = austin if austin is not None else find_austin()
+        self._frame_cache: dict = {}  # Austin's frame text -> Frame
         self.job_pid = job_pid
         self.dumps_per_s = dumps_per_s
         self._clock, self._wall = clock, wall
@@ -288,12 +309,18 @@ class StackSampler:
         self.fix = ptrace.stacks_fix(ptrace.facts(self.job_pid), self.job_pid)
 
     def _collect(self, proc: ProcessStacks, now: float) -> None:
+        if isinstance(proc.run, StreamRun):
+            self._collect_stream(proc, proc.run, now)
+            return
         if proc.run is None:
             return
         result = proc.run.poll()
         if result is None:
             return
         proc.run = None
+        if proc.austin_dump and not result.ok:
+            proc.austin_failed = not result.gone  # py-spy's next dump says why, if it fails too
+            return
         if not result.ok:
             if result.denied:
                 self._mark_denied(now)
@@ -313,9 +340,14 @@ class StackSampler:
             planned = max(1.0, min(now - proc.run_began[0], proc.record_seconds) * proc.record_rate)
             if planned >= MIN_SAMPLES_TO_PRICE:
                 proc.sample_cost_s = max(0.0, result.cpu_s - RECORD_STARTUP_S) / planned
-            self._add_window(proc, result.text, now)
+            threads = parse_speedscope(result.text)
+            _, samples = threads.get(proc.pid, ("", []))
+            if not samples:  # no OS thread ids: the main thread by name
+                samples = next((ordered for name, ordered in threads.values() if name == "MainThread"), [])
+            others = {s for tid, (_, ordered) in threads.items() if tid != proc.pid for s in ordered}
+            self._add_window(proc, samples, others, proc.run_began[0], proc.record_rate, now)
         else:
-            threads = parse_dump(result.text)
+            threads = self._austin_dump(proc, result.text) if proc.austin_dump else parse_dump(result.text)
             self._add_dump(proc, threads)
             if proc.role == "trainer" and proc.stack is not None:
                 proc.worker_loader = proc.worker_loader or stackframes.uses_worker_processes(list(proc.stack))
@@ -324,6 +356,11 @@ class StackSampler:
                 for thread in threads:
                     config.update(stackframes.worker_loop_config(thread.locals or {}))
                 proc.loader_config = config if "worker_id" in config else None
+
+    def _austin_dump(self, proc: ProcessStacks, text: str) -> list:
+        """Austin's one sample as py-spy's dump would list its main thread (locals are py-spy's alone)."""
+        samples, _ = parse_samples(text.splitlines(), proc.pid, self._frame_cache)
+        return [ThreadStack(proc.pid, "MainThread", samples[-1])] if samples else []
 
     def _add_dump(self, proc: ProcessStacks, threads: list) -> None:
         main = _main_thread(threads, proc.pid)
@@ -341,20 +378,34 @@ class StackSampler:
         proc.stack, proc.stack_wall, proc.slices_at_stack = stack, wall, slices
         proc.kind = stackframes.process_kind(list(stack), proc.kind)
 
-    def _add_window(self, proc: ProcessStacks, text: str, now: float) -> None:
-        began = proc.run_began[0]
-        threads = parse_speedscope(text)
-        # a thread's samples repeat a handful of distinct stacks: judge each once
-        distinct = {tid: set(ordered) for tid, (_, ordered) in threads.items()}
-        proc.pin_thread = any(stackframes.has_pin_memory_loop(list(s)) for stacks in distinct.values() for s in stacks)
-        _, samples = threads.get(proc.pid, ("", []))
-        if not samples:  # no OS thread ids: the main thread by name
-            samples = next((ordered for name, ordered in threads.values() if name == "MainThread"), [])
+    def _collect_stream(self, proc: ProcessStacks, run: StreamRun, now: float) -> None:
+        """Every tick: the samples Austin wrote since the last, as a window of their own. A
+        window that ended is priced; one that failed before its first sample hands the trainer
+        to py-spy windows (Austin's lines name no cause: py-spy's say whether rights are missing)."""
+        result = run.poll()
+        samples, others = parse_samples(run.take(), proc.pid, self._frame_cache)
+        if samples:
+            self._add_window(proc, samples, others, proc.stream_from, proc.record_rate, now)
+            proc.stream_samples += len(samples)
+        proc.stream_from = now
+        if result is None:
+            return
+        proc.run = None
+        if proc.stream_samples >= MIN_SAMPLES_TO_PRICE:
+            proc.sample_cost_s = max(0.0, result.cpu_s - STREAM_STARTUP_S) / proc.stream_samples
+        elif not result.ok and not result.gone and not run.lines_taken:
+            proc.austin_failed, proc.sample_cost_s = True, 0.0
+
+    def _add_window(
+        self, proc: ProcessStacks, samples: list, others: set, began: float, rate: float, now: float
+    ) -> None:
+        """``samples``: the main thread's, in time order, ``rate`` a second from ``began``;
+        ``others``: the distinct stacks of its other threads (the pin-memory thread's among them)."""
+        proc.pin_thread = any(stackframes.has_pin_memory_loop(list(s)) for s in others | set(samples))
         mine = set(samples)
         proc.worker_loader = proc.worker_loader or any(stackframes.uses_worker_processes(list(s)) for s in mine)
-        phases, proc.in_epoch_start = stackframes.trainer_phases(
-            samples, proc.in_epoch_start, self._workers_starting(proc, len(samples))
-        )
+        starting = self._workers_starting(proc, len(samples), began, rate)
+        phases, proc.in_epoch_start = stackframes.trainer_phases(samples, proc.in_epoch_start, starting)
         proc.trainer_windows.append(TrainerWindow(began, now, Counter(phases), Counter(samples)))
         proc.windows_done += 1
         while proc.trainer_windows and now - proc.trainer_windows[0].ended > TRAINER_TIME_HISTORY_S:
@@ -362,14 +413,13 @@ class StackSampler:
         if samples:
             self._trainer_streak(proc, Counter(samples), began, now)
 
-    def _workers_starting(self, proc: ProcessStacks, count: int) -> Optional[list]:
-        """Per sample of a record window: was one of this trainer's workers still starting then?
+    def _workers_starting(self, proc: ProcessStacks, count: int, began: float, rate: float) -> Optional[list]:
+        """Per sample of a window: was one of this trainer's workers still starting then?
         Samples are ``1/rate`` apart from the window's start."""
         intervals = self.startups(proc.pid) if self.startups else []
         if not intervals:
             return None
-        began = proc.run_began[0]
-        times = [began + (i + 0.5) / max(proc.record_rate, 1) for i in range(count)]
+        times = [began + (i + 0.5) / max(rate, 1) for i in range(count)]
         return [any(start <= t and (ready is None or t < ready) for start, ready in intervals) for t in times]
 
     def _trainer_streak(self, proc: ProcessStacks, stacks: Counter, began: float, now: float) -> None:
@@ -394,6 +444,8 @@ class StackSampler:
                 # first record window reports a second later
                 proc.run, proc.recording = PySpyRun(dump_command(self.py_spy, proc.pid), DUMP_TIMEOUT_S), False
                 proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
+            elif proc.run is None and self.austin and not proc.austin_failed:
+                self._start_stream(proc, len(trainers), now)
             elif proc.run is None:
                 seconds = min(RECORD_WINDOW_MAX_S, 1 + proc.windows_done)
                 cycled = RECORD_RATES[proc.windows_done % len(RECORD_RATES)]
@@ -407,6 +459,17 @@ class StackSampler:
                 proc.run, proc.recording = PySpyRun(command, seconds + DUMP_TIMEOUT_S, output), True
                 proc.record_rate, proc.record_seconds = rate, seconds
                 proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
+
+    def _start_stream(self, proc: ProcessStacks, trainers: int, now: float) -> None:
+        """An Austin window at the rate its share affords, priced by the last window's cost."""
+        share = STREAM_CPU_SHARE * self.share / trainers - STREAM_STARTUP_S / STREAM_WINDOW_S
+        affordable = share / proc.sample_cost_s if proc.sample_cost_s else STREAM_FIRST_RATE
+        step = STREAM_RATE_STEPS[proc.windows_done % len(STREAM_RATE_STEPS)]
+        rate = max(MIN_RECORD_RATE, min(STREAM_MAX_RATE, affordable)) * step
+        command = stream_command(self.austin, proc.pid, rate, STREAM_WINDOW_S)
+        proc.run, proc.recording = StreamRun(command, STREAM_WINDOW_S + DUMP_TIMEOUT_S), True
+        proc.record_rate, proc.record_seconds, proc.stream_samples = rate, STREAM_WINDOW_S, 0
+        proc.run_began, proc.stream_from = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since), now
 
     def _start_dumps(self, now: float) -> None:
         in_flight = sum(1 for p in self.procs.values() if p.run is not None and p.role != "trainer")
@@ -422,7 +485,13 @@ class StackSampler:
                 continue
             # A worker's first dump reads _worker_loop's arguments too: its loader and settings.
             with_locals = proc.role == "worker" and proc.loader_config is None
-            proc.run = PySpyRun(dump_command(self.py_spy, proc.pid, with_locals=with_locals), DUMP_TIMEOUT_S)
+            proc.austin_dump = bool(self.austin) and not with_locals and not proc.austin_failed
+            command = (
+                austin_dump_command(self.austin, proc.pid)
+                if proc.austin_dump
+                else dump_command(self.py_spy, proc.pid, with_locals=with_locals)
+            )
+            proc.run = PySpyRun(command, DUMP_TIMEOUT_S)
             proc.recording = False
             proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
             in_flight += 1

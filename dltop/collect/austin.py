@@ -1,0 +1,132 @@
+"""Stream a trainer's stack samples from Austin, read as they come (DESIGN.md §4).
+
+A ``py-spy record`` window pays py-spy's start-up (~15 ms: it parses libpython's symbols) and
+hands its samples over only when it ends; each of its samples reads every thread's
+/proc/<tid>/stat besides its frames (~0.8 ms for a 16-worker trainer's 17 threads). Austin
+(``pip install austin-dist``, C) never stops the target either, attaches once per window and
+writes each sample as one line per thread while it runs: ~0.3 ms a sample on that trainer, so
+the same CPU buys about three times the samples, and the data-wait share is fresh every tick
+rather than at a window's end.
+
+Austin is an accelerator, never a requirement: without it, or where it cannot attach (a
+Python it does not know, no ptrace rights, a broken binary), the trainer is sampled by py-spy
+windows as before, and py-spy's messages say what is wrong.
+
+Output goes to a file that is read from where the last read stopped, so Austin can never block
+on a full pipe; a window lasts seconds, so an Austin orphaned by a killed dltop ends by itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+from dltop.collect.pyspy import PySpyRun
+from dltop.frames import make_frame
+
+AUSTIN_ENV = "DLTOP_AUSTIN"  # path of the austin binary; empty: sample trainers with py-spy only
+_READ_CHUNK = 1 << 20
+FRAME_CACHE_MAX = 20_000  # distinct frame texts kept between reads
+
+
+def find_austin() -> Optional[str]:
+    """$DLTOP_AUSTIN, else austin on PATH, else next to this Python (a venv that is not activated)."""
+    if AUSTIN_ENV in os.environ:
+        path = os.environ[AUSTIN_ENV]
+        return path if path and os.access(path, os.X_OK) else None
+    beside = Path(sys.executable).parent / "austin"
+    return shutil.which("austin") or (str(beside) if os.access(beside, os.X_OK) else None)
+
+
+def stream_command(austin: str, pid: int, rate_hz: float, seconds: int) -> list:
+    """Wall-clock samples of every thread (idle ones too: a trainer waiting for data is idle),
+    in pipe mode (plain lines, metadata as ``# key: value``)."""
+    interval_us = max(1000, round(1e6 / rate_hz))
+    return [austin, "-P", "-i", f"{interval_us}us", "-x", str(seconds), "-p", str(pid)]
+
+
+def dump_command(austin: str, pid: int) -> list:
+    """One sample of every thread, taken as Austin attaches (it then waits out the second):
+    half a py-spy dump's CPU, whose start-up parses more of libpython."""
+    return [austin, "-P", "-i", "1s", "-x", "1", "-p", str(pid)]
+
+
+class StreamRun(PySpyRun):
+    """One Austin window: its samples are taken by ``take`` on every tick while it runs."""
+
+    def __init__(self, command: list, timeout_s: float) -> None:
+        super().__init__(command, timeout_s)
+        self._offset = 0
+        self._left: list = []  # lines read when the run ended, not taken yet
+        self.lines_taken = 0
+
+    def take(self) -> list:
+        """Complete lines written since the last call (a line cut by a buffer flush waits)."""
+        lines, self._left = self._left + self._read_new(), []
+        self.lines_taken += len(lines)
+        return lines
+
+    def _read_new(self) -> list:
+        if self._stdout.closed:
+            return []
+        text = b""
+        while True:
+            chunk = os.pread(self._stdout.fileno(), _READ_CHUNK, self._offset + len(text))
+            text += chunk
+            if len(chunk) < _READ_CHUNK:
+                break
+        end = text.rfind(b"\n") + 1
+        self._offset += end
+        return text[:end].decode(errors="replace").splitlines()
+
+    def _finish(self, result):
+        if not self._stdout.closed:
+            self._left += self._read_new()
+        return super()._finish(result)
+
+
+def parse_samples(lines: list, main_tid: int, frame_cache: dict) -> tuple:
+    """Austin's lines -> ([frames of each main-thread sample, in time order], {frames of the other
+    threads' samples}). A line is ``P<pid>;T<iid>:<tid>;<file>:<function>:<line>;... <µs>``,
+    outermost frame first (so frames come out innermost last, as everywhere). ``frame_cache``
+    maps a frame's text to its Frame across calls: a trainer repeats a handful of frames."""
+    if len(frame_cache) > FRAME_CACHE_MAX:
+        frame_cache.clear()
+    main_thread = f":{main_tid}"
+    main, others = [], {}
+    for line in lines:
+        if not line.startswith("P"):
+            continue  # metadata (# key: value) and blank lines
+        head = line.rpartition(" ")[0]
+        _process, _, rest = head.partition(";")
+        thread, _, stack = rest.partition(";")
+        if not thread.startswith("T"):
+            continue
+        if thread.endswith(main_thread):
+            main.append(_frames(stack, frame_cache))
+        elif stack not in others:  # idle threads repeat one stack: each judged once
+            others[stack] = _frames(stack, frame_cache)
+    return main, set(others.values())
+
+
+def _frames(stack: str, frame_cache: dict) -> tuple:
+    frames = []
+    for text in stack.split(";") if stack else ():
+        frame = frame_cache.get(text)
+        if frame is None:
+            path, function, lineno = _split_frame(text)
+            frame = frame_cache[text] = make_frame(function, path, lineno)
+        frames.append(frame)
+    return tuple(frames)
+
+
+def _split_frame(text: str) -> tuple:
+    """``file:function:line`` (a path may hold ':' too) -> (file, function, line or None)."""
+    rest, _, line = text.rpartition(":")
+    path, _, function = rest.rpartition(":")
+    if not path:
+        return text, "?", None
+    return path, function, int(line) if line.isdigit() else None

@@ -1,0 +1,94 @@
+"""Austin streams a trainer's samples and takes workers' routine stacks; py-spy takes over where
+Austin cannot attach. Real jobs, real Austin and py-spy."""
+
+from __future__ import annotations
+
+import time
+
+from dltop.collect.austin import StreamRun, parse_samples
+from dltop.collect.stacks import ProcessStacks
+from dltop.frames import trainer_phase, worker_activity
+
+# as Austin 3.7 writes them (pipe mode), trimmed: a trainer (pid 356) with a feeder thread
+LINES = [
+    "# austin: 3.7.0",
+    "# interval: 250000",
+    "",
+    "P356;T0:389;/usr/lib/python3.11/threading.py:Thread._bootstrap:1002;"
+    "/usr/lib/python3.11/multiprocessing/queues.py:Queue._feed:231;"
+    "/usr/lib/python3.11/threading.py:Condition.wait:320 250112",
+    "P356;T0:356;/srv/c:d/train.py:<module>:90;/srv/c:d/train.py:train:71;"
+    "/venv/site-packages/torch/utils/data/dataloader.py:_BaseDataLoaderIter.__next__:631;"
+    "/venv/site-packages/torch/utils/data/dataloader.py:_MultiProcessingDataLoaderIter._next_data:1329;"
+    "/venv/site-packages/torch/utils/data/dataloader.py:_MultiProcessingDataLoaderIter._get_data:1295 250020",
+    "P356;T0:1356;/srv/train.py:helper:3 250020",
+    "P356;T0:356;/srv/c:d/train.py:<module>:90;/srv/c:d/train.py:step:40 249990",
+    "P356;T0:356 250001",
+    "# duration: 1000000",
+]
+
+
+def test_austin_lines_split_into_main_thread_samples_and_other_stacks():
+    cache: dict = {}
+    main, others = parse_samples(LINES, 356, cache)
+    assert [len(s) for s in main] == [5, 2, 0]  # in time order; a sample with no Python frames is empty
+    assert [trainer_phase(list(s)) for s in main] == ["waiting-for-data", "running", "running"]
+    waiting = main[0]
+    assert (waiting[0].function, waiting[0].file, waiting[0].line) == ("<module>", "/srv/c:d/train.py", 90)
+    assert waiting[-1].function.endswith("_get_data") and waiting[-1].kind == "torch"
+    # thread 1356 is not the main thread 356 though its id ends the same
+    assert {s[-1].function for s in others} == {"Condition.wait", "helper"}
+    again, _ = parse_samples(LINES, 356, cache)
+    assert again[0][0] is waiting[0]  # frames are made once
+
+
+def _trainer(collector, pid: int) -> ProcessStacks:
+    return collector.stacks.procs[pid]
+
+
+def test_trainer_streamed_and_workers_dumped_by_austin(start_job, attach):
+    job = start_job("--workers", "2", "--persistent", "--sample-ms", "15", "--batch-size", "4", "--step-ms", "2")
+    job.wait_workers(2)
+    collector = attach(job.pid)
+    assert collector.stacks.austin, "austin-dist is a dependency: it must be found"
+    streamed, austin_dumps, ticks = False, set(), []
+    deadline = time.monotonic() + 12
+    while time.monotonic() < deadline:
+        ticks.append(collector.tick())
+        trainer = _trainer(collector, job.pid)
+        streamed = streamed or isinstance(trainer.run, StreamRun)
+        austin_dumps |= {p.pid for p in collector.stacks.procs.values() if p.role == "worker" and p.austin_dump}
+        time.sleep(0.5)
+    trainer = _trainer(collector, job.pid)
+    assert streamed and not trainer.austin_failed
+    (loader,) = ticks[-1].loaders
+    # 7 samples a second from the first window: far more than py-spy's windows gave in this time
+    assert loader.trainer_time.samples >= 30, loader.trainer_time
+    assert loader.data_wait_percent > 50, loader.trainer_time
+    assert austin_dumps, "routine worker stacks come from Austin"
+    workers = [p for p in ticks[-1].processes if p.role == "worker"]
+    assert all(p.stack for p in workers), workers
+    assert {worker_activity(list(collector.stacks.procs[p.pid].stack)) for p in workers} <= {
+        "idle", "fetching", "collating", "sending",
+    }  # fmt: skip
+    assert all(p.loader_config for p in collector.stacks.procs.values() if p.role == "worker")  # py-spy's locals
+
+
+def test_py_spy_takes_over_where_austin_cannot_attach(start_job, attach, monkeypatch):
+    monkeypatch.setenv("DLTOP_AUSTIN", "/bin/false")  # runs, fails, writes nothing: as a refused attach
+    job = start_job("--workers", "1", "--persistent", "--sample-ms", "15", "--batch-size", "4", "--step-ms", "2")
+    job.wait_workers(1)
+    collector = attach(job.pid)
+    ticks = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        ticks.append(collector.tick())
+        time.sleep(0.5)
+    collector.settle()
+    ticks.append(collector.tick())
+    assert _trainer(collector, job.pid).austin_failed
+    (loader,) = ticks[-1].loaders
+    assert loader.trainer_time and loader.trainer_time.samples >= 10, loader.trainer_time
+    assert ticks[-1].stacks_status == "ok"
+    worker = next(p for p in ticks[-1].processes if p.role == "worker")
+    assert worker.stack
