@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from dltop.collect.austin import StreamRun, parse_samples
 from dltop.collect.stacks import ProcessStacks
 from dltop.frames import trainer_phase, worker_activity
@@ -24,6 +26,7 @@ LINES = [
     "P356;T0:1356;/srv/train.py:helper:3 250020",
     "P356;T0:356;/srv/c:d/train.py:<module>:90;/srv/c:d/train.py:step:40 249990",
     "P356;T0:356 250001",
+    "P356;T0:356;/srv/c:d/train.py:<module>:90;:INVALID: 250001",
     "# duration: 1000000",
 ]
 
@@ -31,7 +34,8 @@ LINES = [
 def test_austin_lines_split_into_main_thread_samples_and_other_stacks():
     cache: dict = {}
     main, others = parse_samples(LINES, 356, cache)
-    assert [len(s) for s in main] == [5, 2, 0]  # in time order; a sample with no Python frames is empty
+    # in time order; a sample with no Python frames is empty, one Austin could not read is dropped
+    assert [len(s) for s in main] == [5, 2, 0]
     assert [trainer_phase(list(s)) for s in main] == ["waiting-for-data", "running", "running"]
     waiting = main[0]
     assert (waiting[0].function, waiting[0].file, waiting[0].line) == ("<module>", "/srv/c:d/train.py", 90)
@@ -74,8 +78,20 @@ def test_trainer_streamed_and_workers_dumped_by_austin(start_job, attach):
     assert all(p.loader_config for p in collector.stacks.procs.values() if p.role == "worker")  # py-spy's locals
 
 
-def test_py_spy_takes_over_where_austin_cannot_attach(start_job, attach, monkeypatch):
-    monkeypatch.setenv("DLTOP_AUSTIN", "/bin/false")  # runs, fails, writes nothing: as a refused attach
+FAKE_AUSTIN = """#!/bin/sh
+# attaches, then reads nothing whole: as Austin on a Python it does not know
+echo '# austin: 3.7.0'
+while [ "$#" -gt 1 ]; do shift; done
+echo "P$1;T0:$1;:INVALID: 1000"
+"""
+
+
+@pytest.mark.parametrize("austin", ["refused", "unreadable"])
+def test_py_spy_takes_over_where_austin_cannot_sample(start_job, attach, monkeypatch, tmp_path, austin):
+    fake = tmp_path / "austin"
+    fake.write_text(FAKE_AUSTIN)
+    fake.chmod(0o755)
+    monkeypatch.setenv("DLTOP_AUSTIN", "/bin/false" if austin == "refused" else str(fake))
     job = start_job("--workers", "1", "--persistent", "--sample-ms", "15", "--batch-size", "4", "--step-ms", "2")
     job.wait_workers(1)
     collector = attach(job.pid)
@@ -90,5 +106,5 @@ def test_py_spy_takes_over_where_austin_cannot_attach(start_job, attach, monkeyp
     (loader,) = ticks[-1].loaders
     assert loader.trainer_time and loader.trainer_time.samples >= 10, loader.trainer_time
     assert ticks[-1].stacks_status == "ok"
-    worker = next(p for p in ticks[-1].processes if p.role == "worker")
-    assert worker.stack
+    (worker,) = [p for p in collector.stacks.procs.values() if p.role == "worker"]
+    assert worker.stack and worker.austin_failed  # routine stacks from py-spy again

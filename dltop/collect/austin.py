@@ -28,7 +28,7 @@ from dltop.collect.pyspy import PySpyRun
 from dltop.frames import make_frame
 
 AUSTIN_ENV = "DLTOP_AUSTIN"  # path of the austin binary; empty: sample trainers with py-spy only
-_READ_CHUNK = 1 << 20
+INVALID = ":INVALID:"  # Austin's frame for a stack it could not read
 FRAME_CACHE_MAX = 20_000  # distinct frame texts kept between reads
 
 
@@ -72,12 +72,11 @@ class StreamRun(PySpyRun):
     def _read_new(self) -> list:
         if self._stdout.closed:
             return []
-        text = b""
-        while True:
-            chunk = os.pread(self._stdout.fileno(), _READ_CHUNK, self._offset + len(text))
-            text += chunk
-            if len(chunk) < _READ_CHUNK:
-                break
+        fd = self._stdout.fileno()
+        size = os.fstat(fd).st_size
+        if size <= self._offset:
+            return []
+        text = os.pread(fd, size - self._offset, self._offset)
         end = text.rfind(b"\n") + 1
         self._offset += end
         return text[:end].decode(errors="replace").splitlines()
@@ -103,8 +102,8 @@ def parse_samples(lines: list, main_tid: int, frame_cache: dict) -> tuple:
         head = line.rpartition(" ")[0]
         _process, _, rest = head.partition(";")
         thread, _, stack = rest.partition(";")
-        if not thread.startswith("T"):
-            continue
+        if not thread.startswith("T") or INVALID in stack:
+            continue  # a sample Austin could not read whole is no evidence
         if thread.endswith(main_thread):
             main.append(_frames(stack, frame_cache))
         elif stack not in others:  # idle threads repeat one stack: each judged once

@@ -318,8 +318,10 @@ class StackSampler:
         if result is None:
             return
         proc.run = None
-        if proc.austin_dump and not result.ok:
-            proc.austin_failed = not result.gone  # py-spy's next dump says why, if it fails too
+        austin_stack = self._austin_dump(proc, result.text) if proc.austin_dump and result.ok else []
+        if proc.austin_dump and not austin_stack:
+            # refused or unreadable: py-spy's next dump says why, if it fails too
+            proc.austin_failed = not result.gone and _alive(proc)
             return
         if not result.ok:
             if result.denied:
@@ -347,7 +349,7 @@ class StackSampler:
             others = {s for tid, (_, ordered) in threads.items() if tid != proc.pid for s in ordered}
             self._add_window(proc, samples, others, proc.run_began[0], proc.record_rate, now)
         else:
-            threads = self._austin_dump(proc, result.text) if proc.austin_dump else parse_dump(result.text)
+            threads = austin_stack or parse_dump(result.text)
             self._add_dump(proc, threads)
             if proc.role == "trainer" and proc.stack is not None:
                 proc.worker_loader = proc.worker_loader or stackframes.uses_worker_processes(list(proc.stack))
@@ -380,7 +382,7 @@ class StackSampler:
 
     def _collect_stream(self, proc: ProcessStacks, run: StreamRun, now: float) -> None:
         """Every tick: the samples Austin wrote since the last, as a window of their own. A
-        window that ended is priced; one that failed before its first sample hands the trainer
+        window that ended is priced; one that ended without a sample of a live trainer hands it
         to py-spy windows (Austin's lines name no cause: py-spy's say whether rights are missing)."""
         result = run.poll()
         samples, others = parse_samples(run.take(), proc.pid, self._frame_cache)
@@ -393,7 +395,8 @@ class StackSampler:
         proc.run = None
         if proc.stream_samples >= MIN_SAMPLES_TO_PRICE:
             proc.sample_cost_s = max(0.0, result.cpu_s - STREAM_STARTUP_S) / proc.stream_samples
-        elif not result.ok and not result.gone and not run.lines_taken:
+        elif not proc.stream_samples and not result.gone and _alive(proc):
+            # refused, or attached without one readable sample (a Python it does not know)
             proc.austin_failed, proc.sample_cost_s = True, 0.0
 
     def _add_window(
@@ -544,6 +547,14 @@ def _idle_since_streak(proc: ProcessStacks, run_ns: int, slices: Optional[int], 
     return run_ns - proc.streak_run_ns <= STUCK_CPU_SHARE * elapsed * 1e9 + 1e7 and woke <= (
         STUCK_WAKEUPS_PER_S * elapsed + 2
     )
+
+
+def _alive(proc: ProcessStacks) -> bool:
+    try:
+        stat = procfs.read_stat(proc.pid)
+    except (OSError, ValueError, IndexError):
+        return False
+    return stat.start_ticks == proc.start_ticks and stat.state not in ("Z", "X")
 
 
 def _main_thread(threads: list, pid: int) -> Optional[ThreadStack]:

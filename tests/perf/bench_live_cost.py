@@ -1,14 +1,16 @@
 """What watching one 16-worker job costs, dltop beside htop (run by hand; needs tmux and htop):
 
 * `htop` in tmux (its default delay, 1.5 s);
-* the live view `dltop --pid P` in tmux (default interval, 1 s; stacks on);
+* the live view `dltop --pid P` in tmux (default interval, 1 s; stacks on), and the same with
+  py-spy alone (`DLTOP_AUSTIN=`, as before Austin took the routine samples: tool live-py-spy);
 * `dltop snapshot --no-stacks` and `dltop snapshot` (default interval, 1 s).
 
 Each tool runs --seconds after a warm-up, --rounds times in alternating order; its cost is the
 CPU time of the tool and every child it started (py-spy runs: reaped ones through cutime/cstime,
 the ones still running read live) over the wall time, as a share of one core. Medians printed
-side by side, with the ratio to htop. ``--profile`` also samples the live view with py-spy (on
-dltop itself, not counted in its cost) and prints where its own CPU goes, by part.
+side by side, with the ratio to htop, split into the tool's own process and its children.
+``--profile`` also samples the live view with py-spy (on dltop itself, not counted in its cost)
+and prints where its own CPU goes, by part.
 
 Run it alone: flock -x /tmp/dltop-cpu.lock python tests/perf/bench_live_cost.py
 """
@@ -102,7 +104,7 @@ class Tmux:
 def in_tmux(command: str, seconds: float, profile: bool = False, keep: Optional[str] = None) -> tuple:
     pane = Tmux(f"cd {ROOT} && exec {command}")
     try:
-        result = measure_profiled(pane.pid, seconds, keep) if profile else (measure(pane.pid, seconds), None)
+        result = measure_profiled(pane.pid, seconds, keep) if profile else (measure(pane.pid, seconds, True), None)
         pane.check_alive()
         return result
     finally:
@@ -114,7 +116,7 @@ def snapshot(job_pid: int, seconds: float, *extra: str) -> tuple:
     command = [sys.executable, "-m", "dltop", "snapshot", "--pid", str(job_pid), "--duration", duration, *extra]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        return measure(proc.pid, seconds), None
+        return measure(proc.pid, seconds, split=True), None
     finally:
         proc.kill()
         proc.wait()
@@ -163,6 +165,7 @@ def main() -> None:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # killed: still stop the job (finally)
     labels = {"htop": "htop (delay 1.5 s)", "live": "dltop --pid (live view)",
+              "live-py-spy": "dltop --pid, py-spy alone",
               "snapshot-no-stacks": "dltop snapshot --no-stacks", "snapshot": "dltop snapshot"}  # fmt: skip
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} before the job; {time.ctime()}")
     with tempfile.TemporaryDirectory() as report:
@@ -173,6 +176,9 @@ def main() -> None:
             tools = {
                 "htop": lambda: in_tmux("htop", args.seconds),
                 "live": lambda: in_tmux(f"{sys.executable} -m dltop --pid {job.pid}", args.seconds),
+                "live-py-spy": lambda: in_tmux(
+                    f"env DLTOP_AUSTIN= {sys.executable} -m dltop --pid {job.pid}", args.seconds
+                ),
                 "snapshot-no-stacks": lambda: snapshot(job.pid, args.seconds, "--no-stacks"),
                 "snapshot": lambda: snapshot(job.pid, args.seconds),
             }
@@ -185,18 +191,19 @@ def main() -> None:
             for round_no in range(args.rounds):
                 order = names if round_no % 2 == 0 else names[::-1]
                 for name in order:
-                    share, _ = tools[name]()
-                    shares[name].append(share)
-                    print(f"  round {round_no + 1} {name}: {share:.2f}%", flush=True)
+                    (own, children), _ = tools[name]()
+                    shares[name].append((own + children, own, children))
+                    print(f"  round {round_no + 1} {name}: {own + children:.2f}% (own {own:.2f}, children "
+                          f"{children:.2f})", flush=True)  # fmt: skip
             print(f"\n16-worker job, {args.seconds:.0f} s x {args.rounds}, children counted; load now "
                   f"{os.getloadavg()[0]:.2f}")  # fmt: skip
-            htop = statistics.median(shares["htop"]) if shares.get("htop") else None
-            print(f"{'tool':<32} {'median % of a core':>18} {'runs':<24} {'× htop':>7}")
+            htop = statistics.median(s[0] for s in shares["htop"]) if shares.get("htop") else None
+            print(f"{'tool':<32} {'median % of a core':>18} {'own':>5} {'children':>8} {'runs':<24} {'× htop':>7}")
             for name in names if args.rounds else ():
-                median = statistics.median(shares[name])
+                median, own, children = (statistics.median(s[i] for s in shares[name]) for i in range(3))
                 ratio = f"{median / htop:.2f}" if htop else "-"
-                runs = ", ".join(f"{s:.2f}" for s in shares[name])
-                print(f"{labels[name]:<32} {median:>18.2f} {runs:<24} {ratio:>7}")
+                runs = ", ".join(f"{s[0]:.2f}" for s in shares[name])
+                print(f"{labels[name]:<32} {median:>18.2f} {own:>5.2f} {children:>8.2f} {runs:<24} {ratio:>7}")
             if args.profile:
                 (own, children), parts = in_tmux(f"{sys.executable} -m dltop --pid {job.pid}", args.seconds,
                                                  profile=True, keep=args.profile_out)  # fmt: skip
