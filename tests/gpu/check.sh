@@ -3,7 +3,7 @@
 #
 #   bash tests/gpu/check.sh          # from the repo root; results also go to $OUT when it is set
 #
-# Installs py-spy (and any other wheel) from .whl/ when that folder exists, puts the repo root on
+# Installs py-spy, austin-dist (and any other wheel) from .whl/ when that folder exists, puts the repo root on
 # PYTHONPATH (dltop is not installed), prints nvidia-smi's and torch's view of the GPUs, starts
 # tests/gpu/cuda_job.py (a tiny model on CUDA, 4 workers, pin_memory=True, persistent workers) in
 # a process group of its own, runs `dltop snapshot` on it (JSON and text) and checks what it says
@@ -72,6 +72,14 @@ if [ -n "$PY_SPY" ] && limit 10 "$PY_SPY" --version; then
 else
     STACKS=0 NO_STACKS=--no-stacks
     echo "py-spy: not found (snapshots with --no-stacks)"
+fi
+AUSTIN=$(command -v austin || true)
+if [ -n "$AUSTIN" ] && limit 10 "$AUSTIN" -V; then
+    echo "austin: $AUSTIN (streams the trainer's samples)"
+    check "austin runs on this machine" 0
+else
+    AUSTIN=
+    echo "austin: not found or does not run here (py-spy windows sample the trainer)"
 fi
 limit 60 python3 - <<'EOF'
 import importlib
@@ -143,11 +151,11 @@ rc=$?
 echo "exit code $rc, $(wc -c <"$DEST/snapshot.json") bytes of JSON"
 cat "$DEST/snapshot.stderr"
 check "dltop snapshot --json exits 0 (exit $rc; 124: timed out)" "$rc"
-limit 30 python3 - "$DEST/snapshot.json" "$TRAINER" "$STACKS" <<'EOF' | tee -a "$CHECKS"
+limit 30 python3 - "$DEST/snapshot.json" "$TRAINER" "$STACKS" "$AUSTIN" <<'EOF' | tee -a "$CHECKS"
 import json
 import sys
 
-path, trainer, stacks = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+path, trainer, stacks, austin = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
 
 
 def check(name, ok):
@@ -208,6 +216,12 @@ loaders = [ld for ld in doc.get("loaders") or [] if ld.get("trainer_pid") == tra
 pin = [ld.get("pin_memory") for ld in loaders]
 if stacks:
     check(f"the loader shows pin_memory true ({pin})", bool(pin) and all(p is True for p in pin))
+    times = [ld.get("trainer_time") or {} for ld in loaders]
+    samples = [t.get("samples") for t in times]
+    # Austin: ~7 a second over the 8 s (3 at least), read every tick; py-spy windows: a few a second
+    least = 24 if austin else 8
+    check(f"the trainer's time split from {samples} samples ({'austin' if austin else 'py-spy'}; >= {least})",
+          bool(samples) and all((n or 0) >= least for n in samples))
 else:
     print(f"INFO pin_memory {pin} (stacks off: not checked)")
 findings = doc.get("findings") or []
