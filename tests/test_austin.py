@@ -78,18 +78,18 @@ def test_trainer_streamed_and_workers_dumped_by_austin(start_job, attach):
     assert all(p.loader_config for p in collector.stacks.procs.values() if p.role == "worker")  # py-spy's locals
 
 
-FAKE_AUSTIN = """#!/bin/sh
-# attaches, then reads nothing whole: as Austin on a Python it does not know
-echo '# austin: 3.7.0'
-while [ "$#" -gt 1 ]; do shift; done
-echo "P$1;T0:$1;:INVALID: 1000"
-"""
+FAKE_AUSTIN = {  # austin-like scripts, the pid last among their arguments
+    # attaches, then reads nothing whole: as Austin on a Python it does not know
+    "unreadable": "echo '# austin: 3.7.0'; echo \"P$pid;T0:$pid;:INVALID: 1000\"",
+    # streams, but never the main thread (a thread id it cannot match), and would run on
+    "no-main-thread": 'for i in $(seq 60); do echo "P$pid;T0:1;x.py:f:1 1000"; done; exec sleep 30',
+}
 
 
-@pytest.mark.parametrize("austin", ["refused", "unreadable"])
+@pytest.mark.parametrize("austin", ["refused", *FAKE_AUSTIN])
 def test_py_spy_takes_over_where_austin_cannot_sample(start_job, attach, monkeypatch, tmp_path, austin):
     fake = tmp_path / "austin"
-    fake.write_text(FAKE_AUSTIN)
+    fake.write_text(f"#!/bin/sh\nfor pid; do :; done\n{FAKE_AUSTIN.get(austin, '')}\n")
     fake.chmod(0o755)
     monkeypatch.setenv("DLTOP_AUSTIN", "/bin/false" if austin == "refused" else str(fake))
     job = start_job("--workers", "1", "--persistent", "--sample-ms", "15", "--batch-size", "4", "--step-ms", "2")

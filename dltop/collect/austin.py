@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
-from pathlib import Path
 from typing import Optional
 
-from dltop.collect.pyspy import PySpyRun
+from dltop.collect.pyspy import PySpyRun, RunResult, find_program
 from dltop.frames import make_frame
 
 AUSTIN_ENV = "DLTOP_AUSTIN"  # path of the austin binary; empty: sample trainers with py-spy only
@@ -33,19 +31,17 @@ FRAME_CACHE_MAX = 20_000  # distinct frame texts kept between reads
 
 
 def find_austin() -> Optional[str]:
-    """$DLTOP_AUSTIN, else austin on PATH, else next to this Python (a venv that is not activated)."""
-    if AUSTIN_ENV in os.environ:
-        path = os.environ[AUSTIN_ENV]
-        return path if path and os.access(path, os.X_OK) else None
-    beside = Path(sys.executable).parent / "austin"
-    return shutil.which("austin") or (str(beside) if os.access(beside, os.X_OK) else None)
+    return find_program("austin", AUSTIN_ENV)
 
 
 def stream_command(austin: str, pid: int, rate_hz: float, seconds: int) -> list:
     """Wall-clock samples of every thread (idle ones too: a trainer waiting for data is idle),
-    in pipe mode (plain lines, metadata as ``# key: value``)."""
+    in pipe mode (plain lines, metadata as ``# key: value``). Austin's stdout to a file is
+    block-buffered: a small trainer's samples would come once a window; ``stdbuf -oL`` (coreutils)
+    flushes each line as written."""
     interval_us = max(1000, round(1e6 / rate_hz))
-    return [austin, "-P", "-i", f"{interval_us}us", "-x", str(seconds), "-p", str(pid)]
+    line_buffered = [stdbuf, "-oL"] if (stdbuf := shutil.which("stdbuf")) else []
+    return [*line_buffered, austin, "-P", "-i", f"{interval_us}us", "-x", str(seconds), "-p", str(pid)]
 
 
 def dump_command(austin: str, pid: int) -> list:
@@ -81,7 +77,7 @@ class StreamRun(PySpyRun):
         self._offset += end
         return text[:end].decode(errors="replace").splitlines()
 
-    def _finish(self, result):
+    def _finish(self, result: RunResult) -> RunResult:
         if not self._stdout.closed:
             self._left += self._read_new()
         return super()._finish(result)

@@ -45,13 +45,18 @@ class RunResult:
     cpu_s: float = 0.0  # what this py-spy run cost (user + system), to keep sampling within budget
 
 
-def find_py_spy() -> Optional[str]:
-    """$DLTOP_PY_SPY, else py-spy on PATH, else next to this Python (a venv that is not activated)."""
-    if PY_SPY_ENV in os.environ:
-        path = os.environ[PY_SPY_ENV]
+def find_program(name: str, env: str) -> Optional[str]:
+    """$``env`` (empty: none), else ``name`` on PATH, else next to this Python (a venv that is
+    not activated)."""
+    if env in os.environ:
+        path = os.environ[env]
         return path if path and os.access(path, os.X_OK) else None
-    beside = Path(sys.executable).parent / "py-spy"
-    return shutil.which("py-spy") or (str(beside) if os.access(beside, os.X_OK) else None)
+    beside = Path(sys.executable).parent / name
+    return shutil.which(name) or (str(beside) if os.access(beside, os.X_OK) else None)
+
+
+def find_py_spy() -> Optional[str]:
+    return find_program("py-spy", PY_SPY_ENV)
 
 
 # py-spy shows 128 characters of a local per --locals given: four fit a batch's sample indices

@@ -74,6 +74,7 @@ STREAM_CPU_SHARE = 0.002
 STREAM_STARTUP_S = 0.008  # Austin's CPU to attach, paid once per window
 STREAM_WINDOW_S = 15  # samples arrive every tick whatever the length: windows only re-price the rate
 STREAM_FIRST_RATE = 7.0
+STREAM_PROBE_LINES = 40  # lines of a window with no main-thread sample among them: Austin cannot read it
 STREAM_MAX_RATE = 17.0
 # each window's rate is the affordable one times the next of these: rates that differ from window
 # to window keep a periodic training step from aliasing with the sampling
@@ -390,6 +391,10 @@ class StackSampler:
             self._add_window(proc, samples, others, proc.stream_from, proc.record_rate, now)
             proc.stream_samples += len(samples)
         proc.stream_from = now
+        if result is None and not proc.stream_samples and run.lines_taken >= STREAM_PROBE_LINES:
+            run.kill()  # its main thread is not among what Austin reads: py-spy's windows now
+            proc.run, proc.austin_failed, proc.sample_cost_s = None, True, 0.0
+            return
         if result is None:
             return
         proc.run = None
