@@ -4,9 +4,9 @@ A ``py-spy record`` window pays py-spy's start-up (~15 ms: it parses libpython's
 hands its samples over only when it ends; each of its samples reads every thread's
 /proc/<tid>/stat besides its frames (~0.8 ms for a 16-worker trainer's 17 threads). Austin
 (``pip install austin-dist``, C) never stops the target either, attaches once per window and
-writes each sample as one line per thread while it runs: ~0.3 ms a sample on that trainer, so
-the same CPU buys about three times the samples, and the data-wait share is fresh every tick
-rather than at a window's end.
+writes each sample as one line per thread while it runs: ~0.4 ms a sample on that trainer, no
+start-up but once per window, so a third of the CPU buys more samples, and the data-wait share
+is fresh every tick rather than at a window's end.
 
 Austin is an accelerator, never a requirement: without it, or where it cannot attach (a
 Python it does not know, no ptrace rights, a broken binary), the trainer is sampled by py-spy

@@ -2,7 +2,7 @@
 
 - Trainers: samples of the main thread tell where it spends its time: waiting for data,
   collating, starting workers, running the step (``TrainerTime``). Austin streams them
-  (``collect/austin.py``: read every tick, a third of py-spy's cost a sample); without Austin,
+  (``collect/austin.py``: read every tick, about half py-spy's cost a sample); without Austin,
   back-to-back short ``py-spy record`` windows (non-blocking) do.
 - Workers: one-sample stacks (Austin's, ~6 ms of CPU; a non-blocking ``py-spy dump`` where
   Austin cannot attach, and for the first, which reads ``_worker_loop``'s locals: 7-12 ms,
@@ -68,12 +68,16 @@ STUCK_WAKEUPS_PER_S = 1.0
 FAILURES_BEFORE_ERROR = 3
 RETRY_AFTER_DENIED_S = 30.0
 MIN_RECORD_RATE = 3
-# Austin streams (collect/austin.py): a sample of that 17-thread trainer costs ~0.3 ms, so a third
-# of py-spy's share buys more samples than py-spy's whole share did (~6 a second against ~4)
+# Austin streams (collect/austin.py): a sample of that 17-thread trainer costs ~0.4 ms, so a third
+# of py-spy's share buys more samples than py-spy's whole share did (~4 a second against ~3)
 STREAM_CPU_SHARE = 0.002
 STREAM_STARTUP_S = 0.008  # Austin's CPU to attach, paid once per window
 STREAM_WINDOW_S = 15  # samples arrive every tick whatever the length: windows only re-price the rate
-STREAM_FIRST_RATE = 7.0
+# until a window has priced a sample: py-spy's middle rate, for a few seconds (a snapshot's first
+# seconds sample a small trainer no less often than py-spy's windows did)
+STREAM_FIRST_RATE = 13.0
+STREAM_FIRST_WINDOW_S = 3
+MIN_SAMPLE_COST_S = 1e-5
 STREAM_PROBE_LINES = 40  # lines of a window with no main-thread sample among them: Austin cannot read it
 STREAM_MAX_RATE = 17.0
 # each window's rate is the affordable one times the next of these: rates that differ from window
@@ -105,7 +109,7 @@ class ProcessStacks:
     loader_config: Optional[dict] = None  # workers: from _worker_loop's locals (frames.worker_loop_config)
     trainer_windows: deque = field(default_factory=deque)  # TrainerWindow, newest last
     windows_done: int = 0
-    sample_cost_s: float = 0.0  # py-spy CPU per sample in the last record window
+    sample_cost_s: float = 0.0  # the sampler's CPU per sample in the last priced window (0: not priced)
     record_rate: float = 0.0
     record_seconds: int = 0
     pin_thread: Optional[bool] = None
@@ -399,7 +403,8 @@ class StackSampler:
             return
         proc.run = None
         if proc.stream_samples >= MIN_SAMPLES_TO_PRICE:
-            proc.sample_cost_s = max(0.0, result.cpu_s - STREAM_STARTUP_S) / proc.stream_samples
+            # priced, however cheap (a small trainer's window may cost less than its start-up estimate)
+            proc.sample_cost_s = max(MIN_SAMPLE_COST_S, (result.cpu_s - STREAM_STARTUP_S) / proc.stream_samples)
         elif not proc.stream_samples and not result.gone and _alive(proc):
             # refused, or attached without one readable sample (a Python it does not know)
             proc.austin_failed, proc.sample_cost_s = True, 0.0
@@ -474,9 +479,10 @@ class StackSampler:
         affordable = share / proc.sample_cost_s if proc.sample_cost_s else STREAM_FIRST_RATE
         step = STREAM_RATE_STEPS[proc.windows_done % len(STREAM_RATE_STEPS)]
         rate = max(MIN_RECORD_RATE, min(STREAM_MAX_RATE, affordable)) * step
-        command = stream_command(self.austin, proc.pid, rate, STREAM_WINDOW_S)
-        proc.run, proc.recording = StreamRun(command, STREAM_WINDOW_S + DUMP_TIMEOUT_S), True
-        proc.record_rate, proc.record_seconds, proc.stream_samples = rate, STREAM_WINDOW_S, 0
+        seconds = STREAM_WINDOW_S if proc.sample_cost_s else STREAM_FIRST_WINDOW_S
+        command = stream_command(self.austin, proc.pid, rate, seconds)
+        proc.run, proc.recording = StreamRun(command, seconds + DUMP_TIMEOUT_S), True
+        proc.record_rate, proc.record_seconds, proc.stream_samples = rate, seconds, 0
         proc.run_began, proc.stream_from = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since), now
 
     def _start_dumps(self, now: float) -> None:
