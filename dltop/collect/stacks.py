@@ -4,9 +4,10 @@
   collating, starting workers, running the step (``TrainerTime``). Austin streams them
   (``collect/austin.py``: read every tick, about half py-spy's cost a sample); without Austin,
   back-to-back short ``py-spy record`` windows (non-blocking) do.
-- Workers: one-sample stacks (Austin's, ~6 ms of CPU; a non-blocking ``py-spy dump`` where
-  Austin cannot attach, and for the first, which reads ``_worker_loop``'s locals: 7-12 ms,
-  nearly all parsing libpython's symbols at start) at about ``dumps_per_s``. A process whose
+- Workers: one-sample stacks at about ``dumps_per_s``: Austin's for routine refreshes (~6 ms of
+  CPU, read when it exits a second later), a non-blocking ``py-spy dump`` (7-12 ms, nearly all
+  parsing libpython's symbols at start) for the first (it reads ``_worker_loop``'s locals), hang
+  suspects, what the user looks at, and where Austin cannot attach. A process whose
   main thread has not run since its last dump (its schedstat timeslice count is unchanged)
   provably still has that stack, so it is not dumped again: a hung worker costs one dump, and
   its ``stuck_s`` keeps growing for free. A worker that stayed quiet for a few seconds after
@@ -499,7 +500,9 @@ class StackSampler:
                 continue
             # A worker's first dump reads _worker_loop's arguments too: its loader and settings.
             with_locals = proc.role == "worker" and proc.loader_config is None
-            proc.austin_dump = bool(self.austin) and not with_locals and not proc.austin_failed
+            # Austin's sample comes when it exits a second later: routine refreshes only (a hang to
+            # confirm, a new process and what the user looks at get py-spy's, read at once)
+            proc.austin_dump = bool(self.austin) and rank == 3 and not with_locals and not proc.austin_failed
             command = (
                 austin_dump_command(self.austin, proc.pid)
                 if proc.austin_dump
