@@ -10,6 +10,7 @@ import time
 import pytest
 
 from dltop.diagnose import Settings, diagnose
+from dltop.diagnose.figures import wait_error
 from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot, TrainerTime
 from tests.support import watch
 from tests.windows import bound_window, ids
@@ -212,8 +213,10 @@ def test_idle_workers_get_a_smaller_count(start_job, attach):
     ticks, findings = watch(attach(job.pid), lambda t, f: "too-many-workers" in ids(f), 60, "too-many-workers")
     (finding,) = [f for f in findings if f.id == "too-many-workers"]
     assert 1 <= finding.evidence["suggested_workers"] <= 2 and finding.evidence["memory_freed_bytes"] > 0
-    assert finding.evidence["data_wait_percent"] < 5 and "input-bound" not in ids(findings)
-    assert finding.pids == [job.pid]
+    # under 5% within two standard errors: it may fire on ~20 samples, where one is 5%
+    (loader,) = ticks[-1].loaders
+    assert finding.evidence["data_wait_percent"] - 200 * wait_error(loader) < 5, loader.trainer_time
+    assert "input-bound" not in ids(findings) and finding.pids == [job.pid]
 
 
 def test_copy_on_read_growth_is_caught_with_its_rate(start_job, attach):
