@@ -397,8 +397,9 @@ class StackSampler:
             proc.stream_samples += len(samples)
         proc.stream_from = now
         if result is None and not proc.stream_samples and run.lines_taken >= STREAM_PROBE_LINES:
-            run.kill()  # its main thread is not among what Austin reads: py-spy's windows now
-            proc.run, proc.austin_failed, proc.sample_cost_s = None, True, 0.0
+            run.kill()  # its main thread is not among what Austin reads
+            proc.run = None
+            _hand_to_py_spy(proc)
             return
         if result is None:
             return
@@ -407,8 +408,7 @@ class StackSampler:
             # priced, however cheap (a small trainer's window may cost less than its start-up estimate)
             proc.sample_cost_s = max(MIN_SAMPLE_COST_S, (result.cpu_s - STREAM_STARTUP_S) / proc.stream_samples)
         elif not proc.stream_samples and not result.gone and _alive(proc):
-            # refused, or attached without one readable sample (a Python it does not know)
-            proc.austin_failed, proc.sample_cost_s = True, 0.0
+            _hand_to_py_spy(proc)  # refused, or attached without one readable sample (a Python it does not know)
 
     def _add_window(
         self, proc: ProcessStacks, samples: list, others: set, began: float, rate: float, now: float
@@ -561,6 +561,11 @@ def _idle_since_streak(proc: ProcessStacks, run_ns: int, slices: Optional[int], 
     return run_ns - proc.streak_run_ns <= STUCK_CPU_SHARE * elapsed * 1e9 + 1e7 and woke <= (
         STUCK_WAKEUPS_PER_S * elapsed + 2
     )
+
+
+def _hand_to_py_spy(proc: ProcessStacks) -> None:
+    """Austin cannot sample this trainer: py-spy's windows from now on, priced afresh."""
+    proc.austin_failed, proc.sample_cost_s = True, 0.0
 
 
 def _alive(proc: ProcessStacks) -> bool:
