@@ -8,9 +8,10 @@ cpu-oversubscribed never contradict each other.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from dltop.diagnose.capacity import Capacity, capacities
-from dltop.diagnose.figures import bench_args, loader_change, trusted_wait, wait_error
+from dltop.diagnose.figures import bench_args, loader_change, per_snapshot, trusted_wait, wait_error
 from dltop.diagnose.settings import Settings
 from dltop.frames import costly_frame
 from dltop.model import Finding, LoaderSample, Snapshot
@@ -212,20 +213,18 @@ def _round(value):
 
 
 def _costly_frame(window: list, pids: set):
-    """Where the fetch spends its time, counted over the window's stacks of these processes (a
-    stack repeats as the same object from tick to tick until it changes: judged once)."""
-    counts: dict = {}
-    judged: dict = {}
+    """Where the fetch spends its time, counted over the window's stacks of these processes."""
+    counts: Counter = Counter()
     for snap in window:
-        for p in snap.processes:
-            if p.pid in pids and p.stack:
-                key = id(p.stack)
-                if key not in judged:
-                    frame = costly_frame(p.stack)
-                    judged[key] = frame.where() if frame is not None else None
-                if judged[key] is not None:
-                    counts[judged[key]] = counts.get(judged[key], 0) + 1
+        counts.update(_costly_frames(snap, frozenset(pids)))
     return max(counts, key=counts.get) if counts else None
+
+
+@per_snapshot
+def _costly_frames(snap: Snapshot, pids: frozenset) -> Counter:
+    """Where each of these processes' stacks spends the fetch, at one tick."""
+    found = (costly_frame(p.stack) for p in snap.processes if p.pid in pids and p.stack)
+    return Counter(frame.where() for frame in found if frame is not None)
 
 
 def too_many_workers(window: list, settings: Settings) -> list:

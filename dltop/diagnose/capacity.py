@@ -24,7 +24,15 @@ import threading
 from dataclasses import dataclass
 from typing import Optional
 
-from dltop.diagnose.figures import WorkerFigures, job_cpu, mean_over, saturated_disks, trusted_wait, worker_figures
+from dltop.diagnose.figures import (
+    WorkerFigures,
+    job_cpu,
+    mean_over,
+    processes_by_pid,
+    saturated_disks,
+    trusted_wait,
+    worker_figures,
+)
 from dltop.diagnose.settings import Settings
 from dltop.model import LoaderSample, Snapshot
 
@@ -152,7 +160,8 @@ def _missing(wait, workers: int, figures: WorkerFigures, allowed, job_cpu) -> Op
 
 
 def _cpu_of(snap: Snapshot, pid: int, attr: str = "cpu_percent") -> Optional[float]:
-    value = next((getattr(p, attr) for p in snap.processes if p.pid == pid), None)
+    proc = processes_by_pid(snap).get(pid)
+    value = getattr(proc, attr) if proc is not None else None
     return value / 100 if value is not None else None
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-import weakref
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from dltop.model import LoaderSample, Snapshot
 
@@ -33,15 +33,56 @@ class WorkerFigures:
         return max(self.busy, self.cpu)
 
 
-def worker_figures(window: list, pids: set) -> WorkerFigures:
-    rows = [p for snap in window for p in snap.processes if p.pid in pids]
+def per_snapshot(fn: Callable) -> Callable:
+    """``fn(snapshot, *args)`` worked out once per snapshot and kept on it: a tick stays in a live
+    window for 120 ticks, so its figures are summed once, not once per tick it is judged in."""
+
+    @functools.wraps(fn)
+    def once(snap: Snapshot, *args):
+        memo = vars(snap).setdefault("_figures", {})  # not a field: no JSON, no equality
+        key = (fn.__name__, *args)
+        if key not in memo:
+            memo[key] = fn(snap, *args)
+        return memo[key]
+
+    return once
+
+
+@per_snapshot
+def processes_by_pid(snap: Snapshot) -> dict:
+    return {p.pid: p for p in snap.processes}
+
+
+@dataclass(frozen=True)
+class _WorkerTick:
+    """One snapshot's readings of a set of workers, as sums the window adds up."""
+
+    stacked: int  # workers with a stack and a known activity
+    busy: int  # ... of them fetching, collating, sending or stuck
+    rated: int  # workers with a CPU share
+    cpu: float  # sum of their CPU shares (0..1 each)
+    waited: int  # workers with a run-queue wait share
+    wait: float
+
+
+@per_snapshot
+def _worker_tick(snap: Snapshot, pids: frozenset) -> _WorkerTick:
+    rows = [p for p in snap.processes if p.pid in pids]
     activities = [p.activity for p in rows if p.activity != "unknown" and p.stack]
-    rated = [p for snap in window[1:] for p in snap.processes if p.pid in pids and p.cpu_percent is not None]
-    cpu = _mean([p.cpu_percent / 100 for p in rated]) or 0.0
-    waits = _mean([p.cpu_wait_percent / 100 for p in rated if p.cpu_wait_percent is not None]) or 0.0
+    rated = [p for p in rows if p.cpu_percent is not None]
+    waits = [p.cpu_wait_percent / 100 for p in rated if p.cpu_wait_percent is not None]
+    cpu = sum(p.cpu_percent / 100 for p in rated)
+    return _WorkerTick(len(activities), sum(a in BUSY for a in activities), len(rated), cpu, len(waits), sum(waits))
+
+
+def worker_figures(window: list, pids: set) -> WorkerFigures:
+    ticks = [_worker_tick(snap, frozenset(pids)) for snap in window]
+    stacked, busy = sum(t.stacked for t in ticks), sum(t.busy for t in ticks)
+    rated = ticks[1:]  # rates need a tick before them
+    cpu = sum(t.cpu for t in rated) / max(1, sum(t.rated for t in rated))
+    waits = sum(t.wait for t in rated) / max(1, sum(t.waited for t in rated))
     memory = _mean([private_memory(p) for p in window[-1].processes if p.pid in pids and private_memory(p)])
-    busy = sum(a in BUSY for a in activities) / len(activities) if activities else min(1.0, cpu)
-    return WorkerFigures(busy, cpu, waits, memory or 0.0, bool(activities))
+    return WorkerFigures(busy / stacked if stacked else min(1.0, cpu), cpu, waits, memory or 0.0, bool(stacked))
 
 
 def private_memory(proc) -> Optional[int]:
@@ -54,30 +95,20 @@ def elapsed(window: list) -> list:
     return [0.0, *itertools.accumulate(snap.window_s for snap in window[1:])]
 
 
+@per_snapshot
 def job_sum(snap: Snapshot, attr: str, roles: tuple = JOB_ROLES) -> Optional[float]:
     """Sum of a per-process percentage over the job's processes, in cores; None if none has it."""
     values = [getattr(p, attr) for p in snap.processes if p.role in roles and getattr(p, attr) is not None]
     return sum(values) / 100 if values else None
 
 
-_JOB_CPU: dict = {}  # id(snapshot) -> (weakref to it, cores): a tick is summed once, not every tick it is in the window
-_JOB_CPU_KEPT = 4096
-
-
 def job_cpu(snap: Snapshot) -> Optional[float]:
     """Cores the job used at this tick: its trainers' and workers' CPU, and what children that
     lived and exited between two ticks used (workers respawned every short epoch, under a
     trainer or its forkserver: in no reading of their own, only in their parent's cutime)."""
-    known = _JOB_CPU.get(id(snap))
-    if known is not None and known[0]() is snap:
-        return known[1]
-    used = job_sum(snap, "cpu_percent")
+    used = job_sum(snap, "cpu_percent", JOB_ROLES)
     unseen = job_sum(snap, "unseen_children_cpu_percent", (*JOB_ROLES, "helper"))
-    cores = used + (unseen or 0.0) if used is not None else None
-    if len(_JOB_CPU) >= _JOB_CPU_KEPT:
-        _JOB_CPU.clear()
-    _JOB_CPU[id(snap)] = (weakref.ref(snap), cores)
-    return cores
+    return used + (unseen or 0.0) if used is not None else None
 
 
 def mean_over(window: list, pick) -> Optional[float]:

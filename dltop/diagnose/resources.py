@@ -16,6 +16,7 @@ from dltop.diagnose.figures import (
     job_sum,
     loader_change,
     mean_over,
+    per_snapshot,
     saturated_disks,
     wait_error,
 )
@@ -243,19 +244,25 @@ def memory_points(times: list, window: list, pids: set) -> dict:
     """
     rows: dict = {pid: [] for pid in pids}
     for t, snap in zip(times, window):
-        for proc in snap.processes:
-            if proc.pid in rows:
-                rows[proc.pid].append((t, proc))
+        for pid, reading in memory_readings(snap).items():
+            if pid in rows:
+                rows[pid].append((t, reading))
     series = {}
     for pid, seen in rows.items():
-        field = "uss_bytes" if any(p.uss_bytes is not None for _, p in seen) else "rss_bytes"
+        field = 0 if any(uss is not None for _, (uss, _rss) in seen) else 1  # USS, else RSS
         points: list = []
-        for t, proc in seen:
-            value = getattr(proc, field)
+        for t, reading in seen:
+            value = reading[field]
             if value is not None and (not points or value != points[-1][1]):
                 points.append((t, value))
         series[pid] = points
     return series
+
+
+@per_snapshot
+def memory_readings(snap: Snapshot) -> dict:
+    """{pid: (USS, RSS)} of every process at one tick."""
+    return {p.pid: (p.uss_bytes, p.rss_bytes) for p in snap.processes}
 
 
 def steady_growth(points: list, settings: Settings) -> Optional[Growth]:
