@@ -54,6 +54,21 @@ def test_stat_readers_agree_with_psutil():
     assert io["rchar"] <= proc.io_counters().read_chars
     uss, pss = procfs.read_private_memory(me)
     assert abs(uss - proc.memory_full_info().uss) < 8 << 20 and pss > 0
+    assert abs(procfs.read_uptime_s() - (time.time() - psutil.boot_time())) < 5
+
+
+def test_children_are_read_whole_however_many(monkeypatch):
+    children = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
+    try:
+        expected = sorted(c.pid for c in children)
+        me = os.getpid()
+        assert set(expected) <= set(procfs.read_children(me, me))  # other tests may leave children too
+        monkeypatch.setattr(procfs, "CHILDREN_READ", 4)  # fewer bytes than the list: the rest is read too
+        assert set(expected) <= set(procfs.read_children(me, me))  # other tests may leave children too
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
 
 
 def test_a_sample_of_this_process_and_a_new_process_says_measuring():

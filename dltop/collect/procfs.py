@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 PROC = Path("/proc")
+CHILDREN_READ = 8192
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -104,7 +105,16 @@ def count_fds(pid: int) -> int:
 
 def read_uptime_s() -> float:
     """Seconds since boot, the clock that stat's start_ticks count on."""
-    return float((PROC / "uptime").read_text().split()[0])
+    return float(_read_small(f"{PROC}/uptime", 256).split()[0])
+
+
+def read_children(pid: int, tid: int) -> list:
+    """Pids of the children this thread forked (CONFIG_PROC_CHILDREN): one read() for the usual few."""
+    path = f"{PROC}/{pid}/task/{tid}/children"
+    raw = _read_small(path, CHILDREN_READ)
+    if len(raw) == CHILDREN_READ:  # thousands of children: read it all
+        raw = Path(path).read_bytes()
+    return [int(child) for child in raw.split()]
 
 
 def decode_exit_status(status: int) -> int:

@@ -132,8 +132,7 @@ class ProcessTable:
                 continue
             for tid in tids:
                 try:
-                    with open(f"{procfs.PROC}/{pid}/task/{tid}/children") as children:
-                        todo.extend(int(child) for child in children.read().split())
+                    todo.extend(procfs.read_children(pid, int(tid)))
                 except (OSError, ValueError):
                     continue
         for pid, stat in table.stats.items():
