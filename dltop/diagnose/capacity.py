@@ -28,7 +28,7 @@ from dltop.diagnose.figures import (
     WorkerFigures,
     job_cpu,
     mean_over,
-    processes_by_pid,
+    process_share,
     saturated_disks,
     trusted_wait,
     worker_figures,
@@ -124,8 +124,8 @@ def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity
     allowed = system.cpus_allowed if system is not None else None
     ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ("zombie", "gone")))
     job_cores = mean_over(window[1:], job_cpu)
-    trainer_cpu = mean_over(window[1:], lambda s: _cpu_of(s, loader.trainer_pid)) or 0.0
-    main_cpu = mean_over(window[1:], lambda s: _cpu_of(s, loader.trainer_pid, "main_thread_cpu_percent"))
+    trainer_cpu = mean_over(window[1:], process_share, loader.trainer_pid) or 0.0
+    main_cpu = mean_over(window[1:], process_share, loader.trainer_pid, "main_thread_cpu_percent")
     threads_cpu = max(0.0, trainer_cpu - main_cpu) if main_cpu is not None else 0.0
     pace = 1 / max(1 - wait, 0.05) if wait is not None else None
     by_cpus = allowed / job_cores if allowed and job_cores else None
@@ -157,12 +157,6 @@ def _missing(wait, workers: int, figures: WorkerFigures, allowed, job_cpu) -> Op
     if workers and not (figures.busy or figures.cpu):
         return "how busy the workers are (their stacks or CPU time)"
     return None
-
-
-def _cpu_of(snap: Snapshot, pid: int, attr: str = "cpu_percent") -> Optional[float]:
-    proc = processes_by_pid(snap).get(pid)
-    value = getattr(proc, attr) if proc is not None else None
-    return value / 100 if value is not None else None
 
 
 _last = threading.local()  # .key, .result of this thread's last call: the rules of one diagnosis share it

@@ -102,6 +102,7 @@ def job_sum(snap: Snapshot, attr: str, roles: tuple = JOB_ROLES) -> Optional[flo
     return sum(values) / 100 if values else None
 
 
+@per_snapshot
 def job_cpu(snap: Snapshot) -> Optional[float]:
     """Cores the job used at this tick: its trainers' and workers' CPU, and what children that
     lived and exited between two ticks used (workers respawned every short epoch, under a
@@ -111,9 +112,16 @@ def job_cpu(snap: Snapshot) -> Optional[float]:
     return used + (unseen or 0.0) if used is not None else None
 
 
-def mean_over(window: list, pick) -> Optional[float]:
-    """Mean of ``pick(snapshot)`` over the window's snapshots where it is not None."""
-    return _mean([v for v in map(pick, window) if v is not None])
+def process_share(snap: Snapshot, pid: int, attr: str = "cpu_percent") -> Optional[float]:
+    """One process's percentage figure at this tick, in cores (None if it has none)."""
+    proc = processes_by_pid(snap).get(pid)
+    value = getattr(proc, attr) if proc is not None else None
+    return value / 100 if value is not None else None
+
+
+def mean_over(window: list, pick: Callable, *args) -> Optional[float]:
+    """Mean of ``pick(snapshot, *args)`` over the window's snapshots where it is not None."""
+    return _mean([v for v in (pick(snap, *args) for snap in window) if v is not None])
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ open files, GPUs. Pure rules over a window of Snapshots (newest last); threshold
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from dataclasses import dataclass
 from typing import Optional
 
@@ -76,7 +78,7 @@ def cpu_oversubscribed(window: list, settings: Settings) -> list:
         return []
     allowed = latest.system.cpus_allowed
     used = mean_over(window[1:], job_cpu)
-    waiting = mean_over(window[1:], lambda s: job_sum(s, "cpu_wait_percent"))
+    waiting = mean_over(window[1:], job_sum, "cpu_wait_percent")
     if used is None or waiting is None or used + waiting < settings.oversubscribed_ratio * allowed:
         return []
     trainers = [p for p in latest.processes if p.role == "trainer" and p.state != "zombie"]
@@ -242,19 +244,13 @@ def memory_points(times: list, window: list, pids: set) -> dict:
     USS when dltop can read it, else RSS (never a mix: RSS counts shared pages). Memory is re-read
     within a CPU budget, so a reading can repeat: only changed readings are points.
     """
-    rows: dict = {pid: [] for pid in pids}
-    for t, snap in zip(times, window):
-        for pid, reading in memory_readings(snap).items():
-            if pid in rows:
-                rows[pid].append((t, reading))
+    readings = [memory_readings(snap) for snap in window]
     series = {}
-    for pid, seen in rows.items():
+    for pid in pids:
+        seen = [(t, reading[pid]) for t, reading in zip(times, readings) if pid in reading]
         field = 0 if any(uss is not None for _, (uss, _rss) in seen) else 1  # USS, else RSS
-        points: list = []
-        for t, reading in seen:
-            value = reading[field]
-            if value is not None and (not points or value != points[-1][1]):
-                points.append((t, value))
+        known = [(t, values[field]) for t, values in seen if values[field] is not None]
+        points = [next(run) for _, run in itertools.groupby(known, key=operator.itemgetter(1))]
         series[pid] = points
     return series
 

@@ -181,10 +181,14 @@ class WorkersTable(ScrollView, can_focus=True):
         if columns != self._columns or len(before) != len(self._lines):
             self.refresh()
             return
-        top = self.scroll_offset.y
-        for index, (old, new) in enumerate(zip(before, self._lines)):
-            if old is not new and top <= index < top + self.size.height - 1:
-                self.refresh(Region(0, index - top + 1, self.size.width, 1))
+        top, width = self.scroll_offset.y, self.size.width
+        changed = [
+            Region(0, index - top + 1, width, 1)
+            for index, (old, new) in enumerate(zip(before, self._lines))
+            if old is not new and top <= index < top + self.size.height - 1
+        ]
+        if changed:  # one call: each refresh() clears caches and wakes the message loop
+            self.refresh(*changed)
 
     def _line_width(self) -> int:
         return sum(view.COLUMNS[c][1] + 1 for c in self._columns) + 1
