@@ -26,9 +26,8 @@ from typing import Optional
 
 from dltop.diagnose.figures import (
     WorkerFigures,
-    job_cpu,
-    mean_over,
-    process_share,
+    cpu_figures,
+    means_over,
     saturated_disks,
     trusted_wait,
     worker_figures,
@@ -123,9 +122,8 @@ def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity
     system = latest.system
     allowed = system.cpus_allowed if system is not None else None
     ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ("zombie", "gone")))
-    job_cores = mean_over(window[1:], job_cpu)
-    trainer_cpu = mean_over(window[1:], process_share, loader.trainer_pid) or 0.0
-    main_cpu = mean_over(window[1:], process_share, loader.trainer_pid, "main_thread_cpu_percent")
+    job_cores, trainer_cpu, main_cpu = means_over(window[1:], cpu_figures, loader.trainer_pid, width=3)
+    trainer_cpu = trainer_cpu or 0.0
     threads_cpu = max(0.0, trainer_cpu - main_cpu) if main_cpu is not None else 0.0
     pace = 1 / max(1 - wait, 0.05) if wait is not None else None
     by_cpus = allowed / job_cores if allowed and job_cores else None

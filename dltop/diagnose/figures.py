@@ -119,9 +119,23 @@ def process_share(snap: Snapshot, pid: int, attr: str = "cpu_percent") -> Option
     return value / 100 if value is not None else None
 
 
-def mean_over(window: list, pick: Callable, *args) -> Optional[float]:
-    """Mean of ``pick(snapshot, *args)`` over the window's snapshots where it is not None."""
-    return _mean([v for v in (pick(snap, *args) for snap in window) if v is not None])
+def means_over(window: list, pick: Callable, *args, width: int) -> tuple:
+    """Per figure, its mean over the window where it is not None: ``pick(snapshot, *args)``
+    gives a tick's ``width`` figures at once (one pass over the window for all of them)."""
+    columns = list(zip(*(pick(snap, *args) for snap in window))) or [()] * width
+    return tuple(_mean([v for v in column if v is not None]) for column in columns)
+
+
+@per_snapshot
+def cpu_figures(snap: Snapshot, trainer_pid: int) -> tuple:
+    """(job's cores, the trainer's cores, its main thread's cores) at one tick."""
+    return job_cpu(snap), process_share(snap, trainer_pid), process_share(snap, trainer_pid, "main_thread_cpu_percent")
+
+
+@per_snapshot
+def job_load(snap: Snapshot) -> tuple:
+    """(cores the job used, cores its processes waited for in the run queue) at one tick."""
+    return job_cpu(snap), job_sum(snap, "cpu_wait_percent")
 
 
 @dataclass(frozen=True)

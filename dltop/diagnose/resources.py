@@ -14,10 +14,9 @@ from dltop.diagnose.advice import input_bound
 from dltop.diagnose.capacity import THREADS_CPU, capacities
 from dltop.diagnose.figures import (
     elapsed,
-    job_cpu,
-    job_sum,
+    job_load,
     loader_change,
-    mean_over,
+    means_over,
     per_snapshot,
     saturated_disks,
     wait_error,
@@ -77,8 +76,7 @@ def cpu_oversubscribed(window: list, settings: Settings) -> list:
     if latest.system is None or len(window) < 2:
         return []
     allowed = latest.system.cpus_allowed
-    used = mean_over(window[1:], job_cpu)
-    waiting = mean_over(window[1:], job_sum, "cpu_wait_percent")
+    used, waiting = means_over(window[1:], job_load, width=2)
     if used is None or waiting is None or used + waiting < settings.oversubscribed_ratio * allowed:
         return []
     trainers = [p for p in latest.processes if p.role == "trainer" and p.state != "zombie"]
