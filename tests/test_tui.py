@@ -490,3 +490,33 @@ def test_a_collection_error_keeps_the_last_view_and_says_why():
             assert any("proc vanished" in str(n.message) for n in app._notifications)
 
     asyncio.run(run())
+
+
+def test_a_text_panel_repaints_only_its_changed_lines():
+    from rich.text import Text
+    from textual.app import App
+
+    from dltop.tui.widgets import TextPanel
+
+    class One(App):
+        CSS = "TextPanel { height: auto; }"
+
+        def compose(self):
+            yield TextPanel("CPU 1%\nmem 2G\n" + "x" * 200)
+
+    async def run():
+        app = One()
+        async with app.run_test(size=(40, 10)) as pilot:
+            panel = app.query_one(TextPanel)
+            await pilot.pause()
+            assert panel.size.height == 3 and panel.render_line(2).text.rstrip().endswith("…")  # cut to the width, not wrapped
+            before = [panel.render_line(y) for y in range(3)]
+            panel.set_text(Text("CPU 9%\nmem 2G\n" + "x" * 200))
+            await pilot.pause()
+            after = [panel.render_line(y) for y in range(3)]
+            assert after[0].text.startswith("CPU 9%") and after[1] is before[1] and after[2] is before[2]  # kept
+            panel.set_text("one line")  # fewer lines: laid out again
+            await pilot.pause()
+            assert panel.size.height == 1 and panel.render_line(0).text.startswith("one line")
+
+    asyncio.run(run())

@@ -38,15 +38,17 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 class TextPanel(Widget):
-    """Text that is repainted only when it changes, and re-laid-out only when its height does
+    """Text whose changed lines alone are repainted, re-laid-out only when its height changes
     (Static.update lays the whole screen out again on every call). Its lines are drawn through
-    the line API, rendered once per change and width: Textual's content pipeline (parse, wrap,
-    a Strip per line with link styles) cost a fifth of each refresh for a few lines of meters."""
+    the line API, each rendered once per change and width: Textual's content pipeline (parse,
+    wrap, a Strip per line with link styles) cost a fifth of each refresh for a few meters."""
 
     def __init__(self, text: str = "", **kwargs) -> None:
         super().__init__(**kwargs)
         self._text: Union[str, Text] = text
-        self._strips: tuple = (None, [])  # (width, a Strip per line) drawn for that width
+        self._lines = _split(text)
+        self._strips: dict = {}  # line -> its Strip at _strips_width
+        self._strips_width = 0
 
     def render(self) -> Union[str, Text]:
         """What the panel shows (its lines are drawn by ``render_line``)."""
@@ -55,32 +57,43 @@ class TextPanel(Widget):
     def set_text(self, text: Union[str, Text]) -> None:
         if text == self._text:
             return
-        grew = str(text).count("\n") != str(self._text).count("\n")
-        self._text, self._strips = text, (None, [])
-        self.refresh(layout=grew)
-
-    def _text_lines(self) -> list:
-        text = self._text if isinstance(self._text, Text) else Text(self._text)
-        return list(text.split("\n", allow_blank=True))
+        lines, before = _split(text), self._lines
+        self._text, self._lines = text, lines
+        if len(lines) != len(before):
+            self._strips.clear()
+            self.refresh(layout=True)
+            return
+        changed = [y for y, (old, new) in enumerate(zip(before, lines)) if old != new]
+        for y in changed:
+            self._strips.pop(y, None)
+        if changed:  # a meter's line changes every tick, the rest seldom
+            self.refresh(*(Region(0, y, self.size.width, 1) for y in changed))
 
     def get_content_width(self, container: Size, viewport: Size) -> int:
-        return max((line.cell_len for line in self._text_lines()), default=0)
+        return max((line.cell_len for line in self._lines), default=0)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self._text_lines())
+        return len(self._lines)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        if self._strips[0] != width:
-            base = self.rich_style  # the CSS colours under the text's own styles
-            self._strips = (width, [_strip(line, width, base, self.app.console) for line in self._text_lines()])
-        strips = self._strips[1]
-        return strips[y] if y < len(strips) else Strip.blank(width, self.rich_style)
+        if width != self._strips_width:
+            self._strips, self._strips_width = {}, width
+        if y >= len(self._lines):
+            return Strip.blank(width, self.rich_style)
+        if y not in self._strips:  # the CSS colours under the text's own styles
+            self._strips[y] = _strip(self._lines[y], width, self.rich_style, self.app.console)
+        return self._strips[y]
+
+
+def _split(text: Union[str, Text]) -> list:
+    return list((text if isinstance(text, Text) else Text(text)).split("\n", allow_blank=True))
 
 
 def _strip(line: Text, width: int, base: Style, console) -> Strip:
     """One line of text as exactly ``width`` cells: cut with an ellipsis, or padded."""
     if line.cell_len > width:
+        line = line.copy()
         line.truncate(width, overflow="ellipsis")
     segments = list(Segment.apply_style(line.render(console), base))
     if line.cell_len < width:
@@ -148,10 +161,10 @@ class SystemPanel(TextPanel):
 
     def on_mount(self) -> None:
         self.border_title = "CPU · memory · disks"
-        self._lines: list = []
+        self._meters: list = []
 
     def show(self, snap: Snapshot) -> None:
-        self._lines = view.system_lines(snap)
+        self._meters = view.system_lines(snap)
         title = "CPU · memory · disks" + ("" if view.has_gpus(snap) else " · GPU")
         if title != self.border_title:  # setting it at all repaints
             self.border_title = title
@@ -161,7 +174,7 @@ class SystemPanel(TextPanel):
         self._draw()
 
     def _draw(self) -> None:
-        self.set_text("\n".join(view.columns(self._lines, max(20, self.content_region.width))))
+        self.set_text("\n".join(view.columns(self._meters, max(20, self.content_region.width))))
 
 
 class WorkersTable(ScrollView, can_focus=True):
