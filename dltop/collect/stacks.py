@@ -225,7 +225,9 @@ class StackSampler:
         if proc is None or not proc.trainer_windows:
             return None
         windows = list(proc.trainer_windows)
-        phases: Counter = sum((w.phases for w in windows), Counter())
+        phases: Counter = Counter()
+        for window in windows:
+            phases.update(window.phases)
         total = sum(phases.values())
         if not total:
             return None
