@@ -509,7 +509,8 @@ def test_a_text_panel_repaints_only_its_changed_lines():
         async with app.run_test(size=(40, 10)) as pilot:
             panel = app.query_one(TextPanel)
             await pilot.pause()
-            assert panel.size.height == 3 and panel.render_line(2).text.rstrip().endswith("…")  # cut to the width, not wrapped
+            # the long line is cut to the width with an ellipsis, not wrapped
+            assert panel.size.height == 3 and panel.render_line(2).text.rstrip().endswith("…")
             before = [panel.render_line(y) for y in range(3)]
             panel.set_text(Text("CPU 9%\nmem 2G\n" + "x" * 200))
             await pilot.pause()

@@ -40,7 +40,7 @@ def per_snapshot(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def once(snap: Snapshot, *args):
         memo = vars(snap).setdefault("_figures", {})  # not a field: no JSON, no equality
-        key = (fn.__name__, *args)
+        key = (fn, *args)
         if key not in memo:
             memo[key] = fn(snap, *args)
         return memo[key]
