@@ -215,8 +215,9 @@ def _round(value):
 def _costly_frame(window: list, pids: set):
     """Where the fetch spends its time, counted over the window's stacks of these processes."""
     counts: Counter = Counter()
+    members = frozenset(pids)
     for snap in window:
-        counts.update(_costly_frames(snap, frozenset(pids)))
+        counts.update(_costly_frames(snap, members))
     return max(counts, key=counts.get) if counts else None
 
 

@@ -76,7 +76,8 @@ def _worker_tick(snap: Snapshot, pids: frozenset) -> _WorkerTick:
 
 
 def worker_figures(window: list, pids: set) -> WorkerFigures:
-    ticks = [_worker_tick(snap, frozenset(pids)) for snap in window]
+    members = frozenset(pids)
+    ticks = [_worker_tick(snap, members) for snap in window]
     stacked, busy = sum(t.stacked for t in ticks), sum(t.busy for t in ticks)
     rated = ticks[1:]  # rates need a tick before them
     cpu = sum(t.cpu for t in rated) / max(1, sum(t.rated for t in rated))
