@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dltop.collect.austin import StreamRun, parse_samples
+from dltop.collect.austin import StreamRun, parse_samples, parse_where
 from dltop.collect.stacks import ProcessStacks
 from dltop.frames import trainer_phase, worker_activity
 
@@ -44,6 +44,34 @@ def test_austin_lines_split_into_main_thread_samples_and_other_stacks():
     assert {s[-1].function for s in others} == {"Condition.wait", "helper"}
     again, _ = parse_samples(LINES, 356, cache)
     assert again[0][0] is waiting[0]  # frames are made once
+
+
+def _where_thread(pid: int, tid: int, frames: list) -> str:
+    """One thread as Austin 3.7's where mode (``austin -w``) writes it: colours, emoji, outermost first."""
+    head = f"\n\n\U0001f4a4 Process \x1b[35;1m{pid}\x1b[0m \U0001f9f5 Thread \x1b[34;1m0:{tid}\x1b[0m\n\n"
+    return head + "".join(
+        f"    \x1b[33;1m{function}\x1b[0m (\x1b[36;1m{path}\x1b[0m:\x1b[32;1m{line}\x1b[0m)\n"
+        for function, path, line in frames
+    )
+
+
+def test_austin_where_mode_gives_each_threads_stack():
+    loop = "/venv/site-packages/torch/utils/data/_utils/worker.py"
+    text = (
+        _where_thread(40, 47, [("Thread._bootstrap", "/usr/lib/python3.11/threading.py", 1002)])
+        + _where_thread(40, 40, [("<module>", "/srv/a (copy):b/train.py", 9), ("_worker_loop", loop, 309)])
+        + _where_thread(40, 48, [("Thread.run", "/usr/lib/python3.11/threading.py", 982)]).replace(
+            "\x1b[0m)\n", "\x1b[0m)\n;:INVALID:\n"
+        )
+    )
+    cache: dict = {}
+    threads = parse_where(text, cache)
+    assert set(threads) == {47, 40}  # the thread with a frame Austin could not read is no evidence
+    outer, inner = threads[40]
+    assert (outer.function, outer.file, outer.line) == ("<module>", "/srv/a (copy):b/train.py", 9)
+    assert inner.function == "_worker_loop" and inner.kind == "torch"
+    assert parse_where(text, cache)[40][1] is inner  # frames are made once
+    assert parse_where("", cache) == {}
 
 
 def _trainer(collector, pid: int) -> ProcessStacks:

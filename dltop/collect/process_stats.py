@@ -155,7 +155,7 @@ class ProcessSampler:
         cpu_s = stat.cpu_ticks / procfs.CLOCK_TICKS
         figures: dict = dict(
             num_threads=stat.num_threads,
-            started_at=iso(started),
+            started_at=started_at,
             user=user,
             rss_bytes=stat.rss_pages * procfs.PAGE_SIZE,
         )

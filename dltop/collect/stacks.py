@@ -4,10 +4,10 @@
   collating, starting workers, running the step (``TrainerTime``). Austin streams them
   (``collect/austin.py``: read every tick, about half py-spy's cost a sample); without Austin,
   back-to-back short ``py-spy record`` windows (non-blocking) do.
-- Workers: one-sample stacks at about ``dumps_per_s``: Austin's for routine refreshes (~6 ms of
-  CPU, read when it exits a second later), a non-blocking ``py-spy dump`` (7-12 ms, nearly all
-  parsing libpython's symbols at start) for the first (it reads ``_worker_loop``'s locals), hang
-  suspects, what the user looks at, and where Austin cannot attach. A process whose
+- Workers: one-sample stacks at about ``dumps_per_s``: Austin's where mode (``austin -w``, ~4 ms
+  of CPU) for all but a worker's first, which is a non-blocking ``py-spy dump`` (7-12 ms, nearly
+  all parsing libpython's symbols at start) because it reads ``_worker_loop``'s locals; py-spy's
+  too where Austin cannot attach. A process whose
   main thread has not run since its last dump (its schedstat timeslice count is unchanged)
   provably still has that stack, so it is not dumped again: a hung worker costs one dump, and
   its ``stuck_s`` keeps growing for free. A worker that stayed quiet for a few seconds after
@@ -29,7 +29,7 @@ from typing import Callable, Optional
 
 from dltop import frames as stackframes
 from dltop.collect import procfs, ptrace
-from dltop.collect.austin import StreamRun, find_austin, parse_samples, stream_command
+from dltop.collect.austin import StreamRun, find_austin, parse_samples, parse_where, stream_command
 from dltop.collect.austin import dump_command as austin_dump_command
 from dltop.collect.pyspy import (
     PySpyRun,
@@ -368,9 +368,9 @@ class StackSampler:
                 proc.loader_config = config if "worker_id" in config else None
 
     def _austin_dump(self, proc: ProcessStacks, text: str) -> list:
-        """Austin's one sample as py-spy's dump would list its main thread (locals are py-spy's alone)."""
-        samples, _ = parse_samples(text.splitlines(), proc.pid, self._frame_cache)
-        return [ThreadStack(proc.pid, "MainThread", samples[-1])] if samples else []
+        """Austin's main-thread stack as py-spy's dump would list it (locals are py-spy's alone)."""
+        frames = parse_where(text, self._frame_cache).get(proc.pid)
+        return [ThreadStack(proc.pid, "MainThread", frames)] if frames is not None else []
 
     def _add_dump(self, proc: ProcessStacks, threads: list) -> None:
         main = _main_thread(threads, proc.pid)
@@ -500,11 +500,10 @@ class StackSampler:
                 self._tokens -= 1
             elif rank > 0:
                 continue
-            # A worker's first dump reads _worker_loop's arguments too: its loader and settings.
+            # A worker's first dump reads _worker_loop's arguments too (its loader and settings):
+            # py-spy's alone can. Every other dump is Austin's where it can attach: half the CPU.
             with_locals = proc.role == "worker" and proc.loader_config is None
-            # Austin's sample comes when it exits a second later: routine refreshes only (a hang to
-            # confirm, a new process and what the user looks at get py-spy's, read at once)
-            proc.austin_dump = bool(self.austin) and rank == 3 and not with_locals and not proc.austin_failed
+            proc.austin_dump = bool(self.austin) and not with_locals and not proc.austin_failed
             command = (
                 austin_dump_command(self.austin, proc.pid)
                 if proc.austin_dump

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections import deque
-from typing import Union
+from typing import Optional, Union
 
 from rich.segment import Segment
 from rich.style import Style
@@ -30,6 +31,7 @@ BADGE_STYLE = {
     "dead": "bold white on red",
     "exited": "bold white on blue",
 }
+RIGHT_ALIGNED = ("pid", "cpu", "rss", "uss", "fds", "read", "age")
 ALERT_RICH = {"hung": Style(color="red", bold=True), "dead": Style(color="red", bold=True), "exited": Style(dim=True)}
 HEADER_RICH = Style(bold=True, underline=True)
 CURSOR_RICH = Style(reverse=True)
@@ -190,7 +192,6 @@ class WorkersTable(ScrollView, can_focus=True):
         Binding("home", "first", show=False),
         Binding("end", "last", show=False),
     ]
-    RIGHT = ("pid", "cpu", "rss", "uss", "fds", "read", "age")
 
     def on_mount(self) -> None:
         self.sort_by = "group"
@@ -216,7 +217,7 @@ class WorkersTable(ScrollView, can_focus=True):
         before, self._lines = self._lines, []
         for row in self._rows:
             key = (row.alert, tuple(row.cells.get(c, "") for c in self._columns))
-            self._cache[key] = cache.get(key) or self._format(row)
+            self._cache[key] = cache.get(key) or self._format(key[1], ALERT_RICH.get(row.alert or ""))
             self._lines.append(self._cache[key])
         self.virtual_size = Size(self._line_width(), len(self._rows) + 1)
         self._refresh_changed(before, columns)
@@ -238,21 +239,16 @@ class WorkersTable(ScrollView, can_focus=True):
     def _line_width(self) -> int:
         return sum(view.COLUMNS[c][1] + 1 for c in self._columns) + 1
 
-    def _format(self, row: view.Row) -> Strip:
-        text = " " + " ".join(self._fit(c, row.cells.get(c, "")) for c in self._columns)
-        return Strip([Segment(text, ALERT_RICH.get(row.alert or ""))], len(text))
-
-    def _fit(self, column: str, value: str) -> str:
-        width = view.COLUMNS[column][1]
-        value = value if len(value) <= width else value[: width - 1] + "…"
-        return value.rjust(width) if column in self.RIGHT else value.ljust(width)
+    def _format(self, cells: tuple, style: Optional[Style]) -> Strip:
+        """One row's line: each cell cut or padded to its column (numbers to the right)."""
+        text = " " + " ".join(_fit(value, *layout) for value, layout in zip(cells, _layout(self._columns)))
+        return Strip([Segment(text, style)], len(text))
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         scroll_x, scroll_y = self.scroll_offset
         if y == 0:  # the header stays put while rows scroll
-            text = " " + " ".join(self._fit(c, view.COLUMNS[c][0]) for c in self._columns)
-            strip = Strip([Segment(text, HEADER_RICH)], len(text))
+            strip = self._format(tuple(view.COLUMNS[c][0] for c in self._columns), HEADER_RICH)
         else:
             index = scroll_y + y - 1
             if index >= len(self._rows):
@@ -401,3 +397,14 @@ def _labelled(label: str, body: Text, style: str) -> Table:
     grid.add_column(ratio=1)
     grid.add_row(Text(label, style=style), body)
     return grid
+
+
+@functools.cache
+def _layout(columns: tuple) -> tuple:
+    """(width, right-aligned) of each column of the workers table."""
+    return tuple((view.COLUMNS[c][1], c in RIGHT_ALIGNED) for c in columns)
+
+
+def _fit(value: str, width: int, right: bool) -> str:
+    value = value if len(value) <= width else value[: width - 1] + "…"
+    return value.rjust(width) if right else value.ljust(width)
