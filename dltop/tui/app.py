@@ -20,7 +20,7 @@ from textual.widgets import Footer
 from dltop.model import Snapshot
 from dltop.tui import view
 from dltop.tui.screens import BenchScreen, HelpScreen, PickerScreen, StackScreen
-from dltop.tui.widgets import FindingsPanel, GpuPanel, JobHeader, SystemPanel, WorkersTable
+from dltop.tui.widgets import FindingsPanel, GpuPanel, JobHeader, SystemPanel, TextPanel, WorkersTable
 
 CSS = """
 JobHeader { height: 2; padding: 0 1; }
@@ -72,6 +72,8 @@ class DltopApp(App):
         self.refresh_ms: list = []  # UI time per refresh, for the figures
         self._stop = threading.Event()
         self._layout: tuple = ()  # (table height, findings height, findings max height) applied
+        self._fitted_for: tuple = ()  # what the last fit worked from, besides the screen's size
+        self._fit_pending = False
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's choice, but on Linux a driver whose input thread sleeps until a key comes."""
@@ -145,7 +147,7 @@ class DltopApp(App):
         if isinstance(self.screen, StackScreen):
             self.screen.show(snap)
         self.refresh_ms.append((time.perf_counter() - began) * 1000)
-        self.call_after_refresh(self._fit)
+        self._fit_if_changed()
         if first:
             self.query_one(WorkersTable).focus()
         if exited_now:
@@ -157,12 +159,25 @@ class DltopApp(App):
         self.screen.set_class(self.size.height < COMPACT_BELOW, "compact")
         self.call_after_refresh(self._fit)
 
+    def _fit_if_changed(self) -> None:
+        """A fit waits for the layout (every widget passes a message on the way there): only when
+        what it works from changed, not every refresh."""
+        if not self._fit_pending and self._layout_inputs() != self._fitted_for:
+            self._fit_pending = True
+            self.call_after_refresh(self._fit)
+
+    def _layout_inputs(self) -> tuple:
+        inputs = (len(self.query_one(WorkersTable).keys), self.query_one(FindingsPanel).content)
+        return inputs + tuple((panel.display, panel.line_count) for panel in self.query(TextPanel))
+
     def _fit(self) -> None:
         """No band between the table and the findings: a short table takes the rows it has and
         the findings the rest; a long one takes what the findings leave it, keeping a few rows,
         and the findings never lose their first entry while the screen has room for it."""
+        self._fit_pending = False
         if not self.is_mounted or self.screen is not self.screen_stack[0]:
             return
+        self._fitted_for = self._layout_inputs()
         panel, table = self.query_one(FindingsPanel), self.query_one(WorkersTable)
         border = panel.styles.gutter.height
         # everything else in the screen's own layer (header, meters, footer, a replay bar) keeps its rows

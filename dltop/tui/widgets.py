@@ -71,6 +71,10 @@ class TextPanel(Widget):
         if changed:  # a meter's line changes every tick, the rest seldom
             self.refresh(*(Region(0, y, self.size.width, 1) for y in changed))
 
+    @property
+    def line_count(self) -> int:
+        return len(self._lines)
+
     def get_content_width(self, container: Size, viewport: Size) -> int:
         return max((line.cell_len for line in self._lines), default=0)
 
@@ -342,6 +346,11 @@ class FindingsPanel(OptionList):
         if self.entries:  # the most severe cause is the one `b` acts on until another is picked
             self.highlighted = highlighted if highlighted is not None and highlighted < len(self.entries) else 0
         self._title()
+
+    @property
+    def content(self) -> Optional[list]:
+        """What the entries were built from (the same list until the findings change)."""
+        return self._shown
 
     def _title(self) -> None:
         keys = " · tab: select"
