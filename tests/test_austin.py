@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from dltop.collect.austin import StreamRun, parse_samples, parse_where
+from dltop.collect import stacks
+from dltop.collect.austin import StreamRun, newest_main_stacks, parse_samples, parse_where
 from dltop.collect.stacks import ProcessStacks
 from dltop.frames import trainer_phase, worker_activity
 
@@ -46,6 +47,14 @@ def test_austin_lines_split_into_main_thread_samples_and_other_stacks():
     assert again[0][0] is waiting[0]  # frames are made once
 
 
+def test_a_sweep_gives_each_process_its_newest_main_thread_stack():
+    lines = [*LINES, "P357;T0:357;/srv/w.py:work:5 1000", "P357;T0:358;/srv/w.py:feed:9 1000"]
+    newest = newest_main_stacks(lines, {})
+    assert set(newest) == {356, 357}  # 1356 is a thread of 356, not a process
+    assert newest[356] == ()  # its newest readable sample had no Python frames (the unreadable one is skipped)
+    assert [f.function for f in newest[357]] == ["work"]
+
+
 def _where_thread(pid: int, tid: int, frames: list) -> str:
     """One thread as Austin 3.7's where mode (``austin -w``) writes it: colours, emoji, outermost first."""
     head = f"\n\n\U0001f4a4 Process \x1b[35;1m{pid}\x1b[0m \U0001f9f5 Thread \x1b[34;1m0:{tid}\x1b[0m\n\n"
@@ -78,32 +87,48 @@ def _trainer(collector, pid: int) -> ProcessStacks:
     return collector.stacks.procs[pid]
 
 
-def test_trainer_streamed_and_workers_dumped_by_austin(start_job, attach):
+def test_trainer_streamed_and_workers_swept_by_austin(start_job, attach, monkeypatch):
+    monkeypatch.setattr(stacks, "SWEEP_INTERVAL_S", 1.0)
     job = start_job("--workers", "2", "--persistent", "--sample-ms", "15", "--batch-size", "4", "--step-ms", "2")
     job.wait_workers(2)
     collector = attach(job.pid)
     assert collector.stacks.austin, "austin-dist is a dependency: it must be found"
-    streamed, austin_dumps, ticks = False, set(), []
+    streamed, swept, ticks = False, {}, []
     deadline = time.monotonic() + 12
     while time.monotonic() < deadline:
         ticks.append(collector.tick())
         trainer = _trainer(collector, job.pid)
         streamed = streamed or isinstance(trainer.run, StreamRun)
-        austin_dumps |= {p.pid for p in collector.stacks.procs.values() if p.role == "worker" and p.austin_dump}
+        for p in collector.stacks.procs.values():
+            if p.role == "worker" and p.swept_at is not None:
+                swept.setdefault(p.pid, set()).add(p.swept_at)
         time.sleep(0.5)
     trainer = _trainer(collector, job.pid)
-    assert streamed and not trainer.austin_failed
+    assert streamed and not trainer.austin_failed and not trainer.sweep_failed
     (loader,) = ticks[-1].loaders
     # 7 samples a second from the first window: far more than py-spy's windows gave in this time
     assert loader.trainer_time.samples >= 30, loader.trainer_time
     assert loader.data_wait_percent > 50, loader.trainer_time
-    assert austin_dumps, "routine worker stacks come from Austin"
     workers = [p for p in ticks[-1].processes if p.role == "worker"]
+    # every worker's stack refreshed again and again by the one Austin under the trainer
+    assert set(swept) == {p.pid for p in workers} and all(len(times) >= 3 for times in swept.values()), swept
     assert all(p.stack for p in workers), workers
     assert {worker_activity(list(collector.stacks.procs[p.pid].stack)) for p in workers} <= {
         "idle", "fetching", "collating", "sending",
     }  # fmt: skip
     assert all(p.loader_config for p in collector.stacks.procs.values() if p.role == "worker")  # py-spy's locals
+
+    # what the user looks at: a dump every tick, Austin's where mode
+    looked_at = workers[0].pid
+    collector.stacks.requested = {looked_at}
+    dumped = set()
+    for _ in range(6):
+        collector.tick()
+        proc = collector.stacks.procs[looked_at]
+        if proc.run is not None and proc.austin_dump:
+            dumped.add(proc.run_began[0])
+        time.sleep(0.3)
+    assert len(dumped) >= 3 and not collector.stacks.procs[looked_at].austin_failed
 
 
 FAKE_AUSTIN = {  # austin-like scripts, the pid last among their arguments

@@ -41,14 +41,16 @@ def find_austin() -> Optional[str]:
     return find_program("austin", AUSTIN_ENV)
 
 
-def stream_command(austin: str, pid: int, rate_hz: float, seconds: int) -> list:
+def stream_command(austin: str, pid: int, rate_hz: float, seconds: int, children: bool = False) -> list:
     """Wall-clock samples of every thread (idle ones too: a trainer waiting for data is idle),
-    in pipe mode (plain lines, metadata as ``# key: value``). Austin's stdout to a file is
-    block-buffered: a small trainer's samples would come once a window; ``stdbuf -oL`` (coreutils)
-    flushes each line as written."""
+    in pipe mode (plain lines, metadata as ``# key: value``); ``children``: of every process
+    under ``pid`` too, found as they start (a forkserver's workers included). Austin's stdout to
+    a file is block-buffered: a small trainer's samples would come once a window; ``stdbuf -oL``
+    (coreutils) flushes each line as written."""
     interval_us = max(1000, round(1e6 / rate_hz))
     line_buffered = [stdbuf, "-oL"] if (stdbuf := shutil.which("stdbuf")) else []
-    return [*line_buffered, austin, "-P", "-i", f"{interval_us}us", "-x", str(seconds), "-p", str(pid)]
+    tree = ["-C"] if children else []
+    return [*line_buffered, austin, *tree, "-P", "-i", f"{interval_us}us", "-x", str(seconds), "-p", str(pid)]
 
 
 def dump_command(austin: str, pid: int) -> list:
@@ -113,6 +115,20 @@ def parse_samples(lines: list, main_tid: int, frame_cache: dict) -> tuple:
         elif stack not in others:  # idle threads repeat one stack: each judged once
             others[stack] = _frames(stack, frame_cache)
     return main, set(others.values())
+
+
+def newest_main_stacks(lines: list, frame_cache: dict) -> dict:
+    """Austin's lines of a process tree -> {pid: frames of its main thread's newest sample}
+    (a process's main thread has the process's id); a sample Austin could not read whole is
+    no evidence."""
+    newest: dict = {}
+    for line in lines:
+        process, _, rest = line.rpartition(" ")[0].partition(";")
+        thread, _, stack = rest.partition(";")
+        pid = process[1:]
+        if line.startswith("P") and thread.endswith(f":{pid}") and INVALID not in stack:
+            newest[int(pid)] = stack
+    return {pid: _frames(stack, frame_cache) for pid, stack in newest.items()}
 
 
 def parse_where(text: str, frame_cache: dict) -> dict:

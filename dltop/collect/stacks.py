@@ -4,10 +4,14 @@
   collating, starting workers, running the step (``TrainerTime``). Austin streams them
   (``collect/austin.py``: read every tick, about half py-spy's cost a sample); without Austin,
   back-to-back short ``py-spy record`` windows (non-blocking) do.
-- Workers: one-sample stacks at about ``dumps_per_s``: Austin's where mode (``austin -w``, ~4 ms
-  of CPU) for all but a worker's first, which is a non-blocking ``py-spy dump`` (7-12 ms, nearly
-  all parsing libpython's symbols at start) because it reads ``_worker_loop``'s locals; py-spy's
-  too where Austin cannot attach. A process whose
+- Workers: a sweep, every ``SWEEP_INTERVAL_S``, of every process under each trainer by one
+  Austin that stays attached (``austin -C``: ~1.7 ms a sweep of 16 workers; attaching to them
+  all, ~70 ms, is paid once per ``SWEEP_WINDOW_S``), where one process per routine stack paid
+  that attach (~5 ms) for one worker. A worker's first stack is a non-blocking ``py-spy dump``
+  (7-12 ms, nearly all parsing libpython's symbols at start) because it reads
+  ``_worker_loop``'s locals; hang suspects and what the user looks at get a dump at once
+  (Austin's where mode, ``austin -w``, else py-spy's); without a sweep (no Austin, or it cannot
+  read this Python) routine stacks are such dumps, about ``dumps_per_s``. A process whose
   main thread has not run since its last dump (its schedstat timeslice count is unchanged)
   provably still has that stack, so it is not dumped again: a hung worker costs one dump, and
   its ``stuck_s`` keeps growing for free. A worker that stayed quiet for a few seconds after
@@ -29,7 +33,14 @@ from typing import Callable, Optional
 
 from dltop import frames as stackframes
 from dltop.collect import procfs, ptrace
-from dltop.collect.austin import StreamRun, find_austin, parse_samples, parse_where, stream_command
+from dltop.collect.austin import (
+    StreamRun,
+    find_austin,
+    newest_main_stacks,
+    parse_samples,
+    parse_where,
+    stream_command,
+)
 from dltop.collect.austin import dump_command as austin_dump_command
 from dltop.collect.pyspy import (
     PySpyRun,
@@ -84,6 +95,12 @@ STREAM_MAX_RATE = 17.0
 # each window's rate is the affordable one times the next of these: rates that differ from window
 # to window keep a periodic training step from aliasing with the sampling
 STREAM_RATE_STEPS = (1.0, 0.89, 1.13)
+# Workers' routine stacks (above): each worker every 10 s, where one dump at 0.3 a second
+# reached each of 16 workers every ~53 s
+SWEEP_INTERVAL_S = 10.0
+# re-attaching (found children included) costs ~70 ms: paid once a window; an Austin orphaned by
+# a killed dltop still ends by itself
+SWEEP_WINDOW_S = 300
 PHASES = ("waiting-for-data", "collating", "starting-workers", "running")
 
 
@@ -122,6 +139,10 @@ class ProcessStacks:
     austin_failed: bool = False  # Austin could not sample it: py-spy from now on
     austin_dump: bool = False  # the dump under way is Austin's
     worker_loader: bool = False  # trainers: seen inside a DataLoader iterator with worker processes
+    sweep: Optional[StreamRun] = None  # trainers: the Austin sampling every process under it
+    sweep_found: bool = False  # ... its window has sampled a main thread
+    sweep_failed: bool = False  # ... a window sampled none: routine dumps from now on
+    swept_at: Optional[float] = None  # workers: when a sweep last gave their stack
 
     @property
     def stuck_s(self) -> Optional[float]:
@@ -186,6 +207,7 @@ class StackSampler:
         elapsed = 0.0 if self._last_update is None else now - self._last_update
         self._last_update = now
         self._forget_departed({(pid, ticks) for pid, ticks, _, _ in members})
+        self._take_sweeps(now)
         for pid, ticks, role, schedstat in members:
             proc = self.procs.get(pid)
             if proc is None:
@@ -266,9 +288,7 @@ class StackSampler:
 
     def close(self) -> None:
         for proc in list(self.procs.values()):
-            if proc.run is not None:
-                proc.run.kill()
-                proc.run = None
+            _stop_runs(proc)
         for leftover in Path(self._tmp).glob("*"):
             leftover.unlink(missing_ok=True)
         Path(self._tmp).rmdir()
@@ -279,8 +299,7 @@ class StackSampler:
         for pid, proc in list(self.procs.items()):
             if (pid, proc.start_ticks) in alive:
                 continue
-            if proc.run is not None:
-                proc.run.kill()
+            _stop_runs(proc)
             if proc.role == "worker":
                 self.departed[pid] = proc
             del self.procs[pid]
@@ -412,6 +431,24 @@ class StackSampler:
         elif not proc.stream_samples and not result.gone and _alive(proc):
             _hand_to_py_spy(proc)  # refused, or attached without one readable sample (a Python it does not know)
 
+    def _take_sweeps(self, now: float) -> None:
+        """Each worker's newest stack from its trainer's sweep, as a dump that began at the last
+        tick (the sample was taken since: what was proven then still holds for it)."""
+        for trainer in [p for p in self.procs.values() if p.sweep is not None]:
+            result = trainer.sweep.poll()
+            stacks = newest_main_stacks(trainer.sweep.take(), self._frame_cache)
+            trainer.sweep_found = trainer.sweep_found or bool(stacks)
+            for pid, frames in stacks.items():
+                proc = self.procs.get(pid)
+                if proc is None or proc.role != "worker" or proc.stack is None or proc.run is not None:
+                    continue  # its first dump reads its loader; a dump under way has its own start
+                proc.run_began = (proc.seen_at, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
+                self._add_dump(proc, [ThreadStack(pid, "MainThread", frames)])
+                proc.swept_at = now
+            if result is not None:
+                trainer.sweep = None
+                trainer.sweep_failed = not trainer.sweep_found and not result.gone and _alive(trainer)
+
     def _add_window(
         self, proc: ProcessStacks, samples: list, others: set, began: float, rate: float, now: float
     ) -> None:
@@ -475,6 +512,16 @@ class StackSampler:
                 proc.run, proc.recording = PySpyRun(command, seconds + DUMP_TIMEOUT_S, output), True
                 proc.record_rate, proc.record_seconds = rate, seconds
                 proc.run_began = (now, self._wall(), proc.run_ns, proc.slices, proc.quiet_since)
+            if proc.sweep is None:
+                self._start_sweep(proc)
+
+    def _start_sweep(self, trainer: ProcessStacks) -> None:
+        """Sweep the processes under a trainer with workers, where Austin can read its Python."""
+        if not self.austin or trainer.austin_failed or trainer.sweep_failed or not self._has_workers():
+            return
+        interval = SWEEP_INTERVAL_S / max(self.share, 0.01)
+        command = stream_command(self.austin, trainer.pid, 1 / interval, SWEEP_WINDOW_S, children=True)
+        trainer.sweep, trainer.sweep_found = StreamRun(command, SWEEP_WINDOW_S + DUMP_TIMEOUT_S), False
 
     def _start_stream(self, proc: ProcessStacks, trainers: int, now: float) -> None:
         """An Austin window at the rate its share affords, priced by the last window's cost."""
@@ -494,6 +541,8 @@ class StackSampler:
             rank = self._priority(proc)[0]
             if in_flight >= MAX_IN_FLIGHT:
                 break
+            if rank == 3 and proc.loader_config is not None and self._swept(proc, now):
+                continue  # the sweep refreshes it (a worker not read in _worker_loop yet is dumped with locals)
             if rank in (1, 2) and self._urgent_tokens >= 1:
                 self._urgent_tokens -= 1
             elif rank > 0 and self._tokens >= 1:
@@ -538,6 +587,13 @@ class StackSampler:
             rank = 3
         return rank, proc.seen_at if proc.stack is None else (proc.run_began[0] if proc.run_began else 0.0)
 
+    def _has_workers(self) -> bool:
+        return any(p.role == "worker" for p in self.procs.values())
+
+    def _swept(self, proc: ProcessStacks, now: float) -> bool:
+        """A sweep gave its stack lately (it goes on doing so)."""
+        return proc.swept_at is not None and now - proc.swept_at <= 2 * SWEEP_INTERVAL_S / max(self.share, 0.01) + 1
+
     @staticmethod
     def _quiet_for(proc: ProcessStacks) -> float:
         if proc.quiet_since is None or proc.seen_at is None:
@@ -562,6 +618,13 @@ def _idle_since_streak(proc: ProcessStacks, run_ns: int, slices: Optional[int], 
     return run_ns - proc.streak_run_ns <= STUCK_CPU_SHARE * elapsed * 1e9 + 1e7 and woke <= (
         STUCK_WAKEUPS_PER_S * elapsed + 2
     )
+
+
+def _stop_runs(proc: ProcessStacks) -> None:
+    for run in (proc.run, proc.sweep):
+        if run is not None:
+            run.kill()
+    proc.run = proc.sweep = None
 
 
 def _hand_to_py_spy(proc: ProcessStacks) -> None:
