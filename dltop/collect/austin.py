@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from typing import Optional
+from typing import Iterator, Optional
 
 from dltop.collect.pyspy import PySpyRun, RunResult, find_program
 from dltop.frames import make_frame
@@ -102,14 +102,7 @@ def parse_samples(lines: list, main_tid: int, frame_cache: dict) -> tuple:
         frame_cache.clear()
     main_thread = f":{main_tid}"
     main, others = [], {}
-    for line in lines:
-        if not line.startswith("P"):
-            continue  # metadata (# key: value) and blank lines
-        head = line.rpartition(" ")[0]
-        _process, _, rest = head.partition(";")
-        thread, _, stack = rest.partition(";")
-        if not thread.startswith("T") or INVALID in stack:
-            continue  # a sample Austin could not read whole is no evidence
+    for _pid, thread, stack in _readable_samples(lines):
         if thread.endswith(main_thread):
             main.append(_frames(stack, frame_cache))
         elif stack not in others:  # idle threads repeat one stack: each judged once
@@ -119,16 +112,21 @@ def parse_samples(lines: list, main_tid: int, frame_cache: dict) -> tuple:
 
 def newest_main_stacks(lines: list, frame_cache: dict) -> dict:
     """Austin's lines of a process tree -> {pid: frames of its main thread's newest sample}
-    (a process's main thread has the process's id); a sample Austin could not read whole is
-    no evidence."""
-    newest: dict = {}
+    (a process's main thread has the process's id)."""
+    newest = {int(pid): stack for pid, thread, stack in _readable_samples(lines) if thread.endswith(f":{pid}")}
+    return {pid: _frames(stack, frame_cache) for pid, stack in newest.items()}
+
+
+def _readable_samples(lines: list) -> Iterator[tuple]:
+    """(pid text, ``T<iid>:<tid>``, stack text) of each sample line; metadata (``# key: value``),
+    blank lines and samples Austin could not read whole (no evidence) are left out."""
     for line in lines:
+        if not line.startswith("P"):
+            continue
         process, _, rest = line.rpartition(" ")[0].partition(";")
         thread, _, stack = rest.partition(";")
-        pid = process[1:]
-        if line.startswith("P") and thread.endswith(f":{pid}") and INVALID not in stack:
-            newest[int(pid)] = stack
-    return {pid: _frames(stack, frame_cache) for pid, stack in newest.items()}
+        if thread.startswith("T") and INVALID not in stack:
+            yield process[1:], thread, stack
 
 
 def parse_where(text: str, frame_cache: dict) -> dict:

@@ -519,8 +519,7 @@ class StackSampler:
         """Sweep the processes under a trainer with workers, where Austin can read its Python."""
         if not self.austin or trainer.austin_failed or trainer.sweep_failed or not self._has_workers():
             return
-        interval = SWEEP_INTERVAL_S / max(self.share, 0.01)
-        command = stream_command(self.austin, trainer.pid, 1 / interval, SWEEP_WINDOW_S, children=True)
+        command = stream_command(self.austin, trainer.pid, 1 / self._sweep_interval_s(), SWEEP_WINDOW_S, children=True)
         trainer.sweep, trainer.sweep_found = StreamRun(command, SWEEP_WINDOW_S + DUMP_TIMEOUT_S), False
 
     def _start_stream(self, proc: ProcessStacks, trainers: int, now: float) -> None:
@@ -590,9 +589,13 @@ class StackSampler:
     def _has_workers(self) -> bool:
         return any(p.role == "worker" for p in self.procs.values())
 
+    def _sweep_interval_s(self) -> float:
+        """A node watcher following several jobs sweeps each less often (its share of the budget)."""
+        return SWEEP_INTERVAL_S / max(self.share, 0.01)
+
     def _swept(self, proc: ProcessStacks, now: float) -> bool:
         """A sweep gave its stack lately (it goes on doing so)."""
-        return proc.swept_at is not None and now - proc.swept_at <= 2 * SWEEP_INTERVAL_S / max(self.share, 0.01) + 1
+        return proc.swept_at is not None and now - proc.swept_at <= 2 * self._sweep_interval_s() + 1
 
     @staticmethod
     def _quiet_for(proc: ProcessStacks) -> float:
