@@ -15,6 +15,7 @@ from typing import Optional
 from dltop import __version__
 from dltop.demo.scenarios import DEFAULT_SCENARIO, SCENARIOS
 from dltop.errors import DltopError
+from dltop.settings import DEFAULTS, Settings
 
 EXIT_USAGE = 2
 EXITED_SETTLE_S = 0.3
@@ -81,18 +82,22 @@ def _stack_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hang-after",
         type=_positive,
-        default=20.0,
+        default=DEFAULTS.hang_after_s,
         metavar="S",
-        help="a worker with the same stack and no CPU this long is hung (default 20)",
+        help=f"a worker with the same stack and no CPU this long is hung (default {DEFAULTS.hang_after_s:g})",
     )
     parser.add_argument("--no-stacks", action="store_true", help="do not run py-spy (no activity, data wait, hangs)")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings(hang_after_s=args.hang_after)
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
     from dltop.live import open_loop
     from dltop.text_report import render
 
-    loop = open_loop(args.pid, args.hang_after, not args.no_stacks, window_ticks=None, judge_every_tick=False)
+    loop = open_loop(args.pid, _settings(args), not args.no_stacks, window_ticks=None, judge_every_tick=False)
     interval = min(args.interval, args.duration)
     start = time.monotonic()
     try:
@@ -149,7 +154,7 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"dltop demo: starting the bundled training job ({args.scenario})…", file=sys.stderr, flush=True)
     job = start_demo_job(args.scenario)
     try:
-        source = LiveLoop(attach_when_ready(job, args.hang_after))
+        source = LiveLoop(attach_when_ready(job, _settings(args)))
         DltopApp(lambda: source, interval=args.interval).run()
     finally:
         stop_demo_job(job)
@@ -167,9 +172,9 @@ def run_tui(args: argparse.Namespace) -> int:
 
     if args.pid is None:
         _need_terminal()
-        app = DltopApp(lambda pid: open_loop(pid, args.hang_after, not args.no_stacks), args.interval, pick=True)
+        app = DltopApp(lambda pid: open_loop(pid, _settings(args), not args.no_stacks), args.interval, pick=True)
     else:
-        source = open_loop(args.pid, args.hang_after, not args.no_stacks)  # a bad pid fails here, in one line
+        source = open_loop(args.pid, _settings(args), not args.no_stacks)  # a bad pid fails here, in one line
         try:
             _need_terminal()
         except DltopError:

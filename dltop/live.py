@@ -15,9 +15,10 @@ import time
 from collections import deque
 from typing import Callable, Iterator, Optional
 
-from dltop.diagnose import Settings, diagnose, pending, relate
+from dltop.diagnose import diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
 from dltop.model import Snapshot
+from dltop.settings import DEFAULTS, Settings
 from dltop.window import summarize
 
 WINDOW_TICKS = 120  # ticks a live diagnosis looks back over
@@ -47,7 +48,7 @@ class LiveLoop:
         ``judge_every_tick`` False leaves ticks without findings until ``report``."""
         self.collector = collector
         self.judge_every_tick = judge_every_tick
-        self.settings = settings or Settings(hang_after_s=collector.hang_after_s)
+        self.settings = settings or collector.settings
         self.window: deque = deque(maxlen=window_ticks)
         self._stable = StableFindings()
         self._clock = clock
@@ -102,11 +103,11 @@ class LiveLoop:
         self.collector.close()
 
 
-def open_loop(pid: int, hang_after_s: float = 20.0, stacks: bool = True, **loop_options) -> LiveLoop:
+def open_loop(pid: int, settings: Settings = DEFAULTS, stacks: bool = True, **loop_options) -> LiveLoop:
     """Attach to the job ``pid`` belongs to (DltopError if none)."""
     from dltop.collect.collector import Collector
 
-    return LiveLoop(Collector(pid, stacks=stacks, hang_after_s=hang_after_s), **loop_options)
+    return LiveLoop(Collector(pid, stacks=stacks, settings=settings), **loop_options)
 
 
 @functools.cache  # once a process: its start-up happens once

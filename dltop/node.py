@@ -15,9 +15,9 @@ from typing import Callable, Optional
 
 from dltop.collect.gpu import GpuSampler
 from dltop.collect.procs import Discovery, find_jobs
-from dltop.diagnose import Settings
 from dltop.errors import DltopError
 from dltop.live import WINDOW_TICKS, LiveLoop
+from dltop.settings import Settings
 
 DISCOVER_EVERY_S = 10.0
 
@@ -62,7 +62,7 @@ class NodeWatcher:
     def _open(self, pid: int) -> LiveLoop:
         from dltop.collect.collector import Collector
 
-        collector = Collector(pid, gpu=self.gpu, stacks=self.stacks, hang_after_s=self.settings.hang_after_s)
+        collector = Collector(pid, gpu=self.gpu, stacks=self.stacks, settings=self.settings)
         return LiveLoop(collector, self.settings, window_ticks=self.window_ticks)
 
     def step(self) -> NodeTick:

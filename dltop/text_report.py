@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dltop.model import Snapshot
+from dltop.diagnose.relations import grouped
+from dltop.model import STILL_NOTICE_S, ProcessSample, Snapshot, still_for
 from dltop.units import NA, cpu_list, human_bytes, number, percent
 
 GPU_STATUS_TEXT = {
@@ -100,24 +101,21 @@ def _findings(snapshot: Snapshot) -> list:
     if not snapshot.findings:
         return []
     lines = [""]
-    roots = [f for f in snapshot.findings if f.explained_by is None]
-    present = {f.id for f in roots}
-    orphans = [f for f in snapshot.findings if f.explained_by is not None and f.explained_by not in present]
-    for finding in roots + orphans:
+    for entry in grouped(snapshot.findings):
+        finding = entry.cause
         lines.append(f"[{finding.severity}] {finding.id}: {finding.title}")
         lines.append(f"  {finding.detail}")
         if finding.suggestion:
             lines.append(f"  fix: {finding.suggestion}")
-        for consequence in (f for f in snapshot.findings if f.explained_by == finding.id and finding in roots):
+        for consequence in entry.consequences:
             lines.append(f"  consequence [{consequence.severity}] {consequence.id}: {consequence.title}")
             lines.append(f"    {consequence.detail}")
     return lines
 
 
-def _activity(p) -> str:
-    if p.stuck_s is not None and p.stuck_s >= 5 and p.activity not in ("idle", "waiting-for-data"):
-        return f"{p.activity} {p.stuck_s:.0f}s"
-    return p.activity
+def _activity(p: ProcessSample) -> str:
+    still = still_for(p)
+    return f"{p.activity} {still:.0f}s" if still is not None and still >= STILL_NOTICE_S else p.activity
 
 
 def _tri(value: object) -> str:

@@ -1,4 +1,4 @@
-"""Human-readable figures, shared by the text report and the TUI."""
+"""Human-readable figures and durations, shared by every front end and the findings' words."""
 
 from __future__ import annotations
 
@@ -37,6 +37,29 @@ def cpu_list(cpus: list) -> str:
             ranges.append(str(start) if start == cpu else f"{start}-{cpu}")
             start = None
     return ",".join(ranges)
+
+
+def clock(seconds: float) -> str:
+    """A table cell's duration, as htop's TIME+: 4:05, 1h02m."""
+    seconds = max(0, int(seconds))
+    if seconds < 3600:
+        return f"{seconds // 60}:{seconds % 60:02d}"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def span(seconds: float) -> str:
+    """An exact span in words' place: 1h02m03s, 2m05s, 45s."""
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def rough_span(seconds: float) -> str:
+    """A forecast's span, no more precise than it is: 45 min, 7 h."""
+    return f"{seconds / 60:.0f} min" if seconds < 3 * 3600 else f"{seconds / 3600:.0f} h"
 
 
 def signal_name(number: int) -> str:

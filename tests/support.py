@@ -6,6 +6,7 @@ compare what dltop found with what really ran.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -131,9 +132,9 @@ def assert_one_line_error(result, fragment: str) -> None:
 def watch(collector, until: Callable[[list, list], object], timeout: float, what: str, every: float = 0.5,
           **settings_changes):  # fmt: skip
     """Tick ``collector`` until ``until(ticks, findings)`` holds; returns (ticks, findings)."""
-    from dltop.diagnose import Settings, diagnose
+    from dltop.diagnose import diagnose
 
-    settings = Settings(hang_after_s=collector.hang_after_s, **settings_changes)
+    settings = dataclasses.replace(collector.settings, **settings_changes)
     ticks: list = []
     deadline = time.monotonic() + timeout
     while True:

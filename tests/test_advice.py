@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from dltop.diagnose import Settings, diagnose
+from dltop.diagnose import diagnose
 from dltop.diagnose.figures import wait_error
 from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot, TrainerTime
+from dltop.settings import Settings
 from tests.support import watch
 from tests.windows import bound_window, ids
 

@@ -7,9 +7,10 @@ import dataclasses
 import math
 import random
 
-from dltop.diagnose import Settings, diagnose, pending, relate
+from dltop.diagnose import diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
 from dltop.model import Finding
+from dltop.settings import Settings
 from tests.windows import bound_window, ids
 
 

@@ -7,8 +7,9 @@ import dataclasses
 
 import pytest
 
-from dltop.diagnose import Settings, diagnose, pending
+from dltop.diagnose import diagnose, pending
 from dltop.model import DiskSample
+from dltop.settings import Settings
 from tests.windows import GiB, bound_window, ids, with_worker_memory
 
 MiB = 1 << 20

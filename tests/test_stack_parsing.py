@@ -12,9 +12,10 @@ import pytest
 from dltop import frames
 from dltop.collect.ptrace import PtraceFacts, stacks_fix
 from dltop.collect.pyspy import failure, parse_dump, parse_speedscope
-from dltop.diagnose import Settings, diagnose
+from dltop.diagnose import diagnose
 from dltop.frames import make_frame
 from dltop.model import ExitedWorker, JobInfo, LoaderSample, ProcessSample, Snapshot
+from dltop.settings import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pyspy"
 D = "/x/site-packages/torch/utils/data/dataloader.py"

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from dltop.diagnose import Settings, diagnose
+from dltop.diagnose import diagnose
+from dltop.settings import Settings
 from tests.support import alive, wait_for, watch, worker_with_id
 
 HANG_AFTER = 4.0
@@ -31,7 +32,7 @@ def only(findings: list, finding_id: str):
 def test_hung_worker_is_caught_with_its_frame(start_job, attach, how):
     job = start_job("--workers", "2", "--persistent", "--hang", how, "--hang-at", "6", "--step-ms", "5")
     stuck = worker_with_id(job, 0)
-    collector = attach(job.pid, hang_after_s=HANG_AFTER)
+    collector = attach(job.pid, settings=Settings(hang_after_s=HANG_AFTER))
     ticks, findings = watch(collector, lambda t, f: "worker-hung" in ids(f), 60, "worker-hung")
     hung = only(findings, "worker-hung")
     assert hung.pids == [stuck] and hung.severity == "error"
@@ -56,7 +57,7 @@ def test_a_worker_waiting_on_slow_storage_is_not_hung(start_job, attach):
     job = start_job("--workers", "1", "--persistent", "--sample-ms", "0", "--slow-every", "1", "--slow-ms", "20",
                     "--step-ms", "10")  # fmt: skip
     job.wait_workers(1)
-    collector = attach(job.pid, hang_after_s=HANG_AFTER)
+    collector = attach(job.pid, settings=Settings(hang_after_s=HANG_AFTER))
     began = time.monotonic()
     ticks, findings = watch(collector, lambda t, f: time.monotonic() - began > 3 * HANG_AFTER, 60, "the window")
     assert "worker-hung" not in ids(findings) and "input-bound" in ids(findings)
@@ -155,7 +156,7 @@ def test_without_workers_the_fetch_is_the_wait(start_job, attach):
 def test_stalled_trainer_is_not_blamed_on_workers(start_job, attach):
     job = start_job("--workers", "2", "--persistent", "--stall-after", "10", "--step-ms", "5")
     job.wait_workers(2)
-    collector = attach(job.pid, hang_after_s=HANG_AFTER)
+    collector = attach(job.pid, settings=Settings(hang_after_s=HANG_AFTER))
     ticks, findings = watch(collector, lambda t, f: "trainer-stalled" in ids(f), 60, "trainer-stalled")
     stalled = only(findings, "trainer-stalled")
     assert stalled.pids == [job.pid]
@@ -172,7 +173,7 @@ def test_healthy_job_raises_no_fault(start_job, attach):
         "--val-workers", "2", "--val-step-ms", "150",
     )  # fmt: skip
     job.wait_workers(2)
-    collector = attach(job.pid, hang_after_s=HANG_AFTER)
+    collector = attach(job.pid, settings=Settings(hang_after_s=HANG_AFTER))
     ticks = []
     for _ in range(40):
         ticks.append(collector.tick())

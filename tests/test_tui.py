@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from dltop.collect.process_stats import NOT_READ_YET
+from dltop.diagnose.relations import grouped
 from dltop.model import ExitedWorker, Finding, Pending, snapshot_from_dict
+from dltop.settings import DEFAULTS, Settings
 from dltop.tui import view
 from tests.support import ROOT, assert_one_line_error, run_dltop, wait_for
 from tests.windows import bound_window
@@ -52,7 +54,7 @@ def live_app(pid: int, **kwargs):
     from dltop.live import open_loop
     from dltop.tui.app import DltopApp
 
-    source = open_loop(pid, kwargs.pop("hang_after_s", 20.0))
+    source = open_loop(pid, Settings(hang_after_s=kwargs.pop("hang_after_s", DEFAULTS.hang_after_s)))
     return DltopApp(lambda: source, interval=0.5, **kwargs)
 
 
@@ -299,7 +301,7 @@ def test_a_consequence_is_one_entry_with_its_cause_and_is_never_the_fix():
                    bench_args=["--x"], explained_by="worker-hung", impact=1.0)  # fmt: skip
     # the consequence arrives first (more impact), yet the headline names the root cause
     snap = dataclasses.replace(bound_window(100.0)[0], findings=[wait, hung])
-    (entry,) = view.entries(snap)
+    (entry,) = grouped(snap.findings)
     assert entry.cause is hung and entry.consequences == (wait,)
     assert view.badge(snap).text == "HUNG" and view.headline(snap) == "Worker 10 deadlocked"
 

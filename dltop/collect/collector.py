@@ -23,14 +23,14 @@ from dltop.collect.system import SystemSampler
 from dltop.collect.trainer_log import TrainerLogs
 from dltop.frames import start_method as stack_start_method
 from dltop.frames import worker_activity
-from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot
+from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot, is_stuck
+from dltop.settings import DEFAULTS, Settings
 
 # CPU time per tick for smaps_rollup reads (USS/PSS): the rest are refreshed on later ticks. One
 # read a tick at least (a torch process's costs ~3 ms: the kernel walks its page tables).
 MEMORY_BUDGET_S = 0.003
 SETTLE_S = 1.5
 PIN_TTL_S = 5.0
-HANG_AFTER_S = 20.0  # a worker's stack unchanged without CPU this long is "stuck"
 
 
 class Collector:
@@ -46,12 +46,12 @@ class Collector:
         memory_budget_s: float = MEMORY_BUDGET_S,
         stacks: bool = True,
         py_spy: Optional[str] = None,
-        hang_after_s: float = HANG_AFTER_S,
+        settings: Settings = DEFAULTS,
     ) -> None:
         self._clock, self._wall = clock, wall
         self.memory_budget_s = memory_budget_s
         self._memory_read_s = 0.0  # CPU of the last sample that read USS/PSS
-        self.hang_after_s = hang_after_s
+        self.settings = settings
         self.discovery = Discovery()
         self.tree: JobTree = self.discovery.resolve(pid)
         self.stacks = StackSampler(self.tree.root_pid, py_spy=py_spy, clock=clock, wall=wall) if stacks else None
@@ -198,19 +198,16 @@ class Collector:
             # this torch names its workers as _worker_loop begins: an unnamed one is still starting
             unnamed = self.tree.names_expected and not sample.name.startswith(WORKER_COMMS)
             return dataclasses.replace(sample, activity="starting") if sample.role == "worker" and unnamed else sample
-        activity = self.stacks.activity(sample.pid)
-        stuck = proc.stuck_s
-        if stuck is not None and stuck >= self.hang_after_s and activity not in ("idle", "waiting-for-data"):
-            activity = "stuck"
         config = proc.loader_config or {}
-        return dataclasses.replace(
+        sample = dataclasses.replace(
             sample,
             worker_id=config.get("worker_id"),
-            activity=activity,
+            activity=self.stacks.activity(sample.pid),
             stack=self._with_code(sample.pid, proc.stack),
             stack_at=iso(proc.stack_wall) if proc.stack_wall else None,
-            stuck_s=stuck,
+            stuck_s=proc.stuck_s,
         )
+        return dataclasses.replace(sample, activity="stuck") if is_stuck(sample, self.settings.hang_after_s) else sample
 
     def _ready_by_stack(self, samples: list, stats: dict, now: float) -> None:
         """Workers whose stack shows them past start-up (in _worker_loop's loop) were ready when it was sampled."""

@@ -51,7 +51,7 @@ from dltop.collect.pyspy import (
     parse_speedscope,
     record_command,
 )
-from dltop.model import TrainerTime
+from dltop.model import PHASES, TrainerTime
 
 DUMPS_PER_S = 0.3  # routine worker dumps per second on average, all workers together
 URGENT_DUMPS_PER_S = 0.5  # new workers, and workers that went quiet after working (hangs to confirm)
@@ -101,7 +101,6 @@ SWEEP_INTERVAL_S = 10.0
 # re-attaching (found children included) costs ~70 ms: paid once a window; an Austin orphaned by
 # a killed dltop still ends by itself
 SWEEP_WINDOW_S = 300
-PHASES = ("waiting-for-data", "collating", "starting-workers", "running")
 
 
 @dataclass
@@ -253,14 +252,10 @@ class StackSampler:
         total = sum(phases.values())
         if not total:
             return None
-        share = {phase: 100.0 * phases[phase] / total for phase in PHASES}
         return TrainerTime(
             samples=total,
             window_s=windows[-1].ended - windows[0].began,
-            waiting_for_data_percent=share["waiting-for-data"],
-            collating_percent=share["collating"],
-            starting_workers_percent=share["starting-workers"],
-            running_percent=share["running"],
+            **{field: 100.0 * phases[phase] / total for phase, field in PHASES.items()},
         )
 
     def activity(self, pid: int) -> str:

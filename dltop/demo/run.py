@@ -17,6 +17,7 @@ import time
 from dltop.collect.collector import Collector
 from dltop.demo.scenarios import SCENARIOS
 from dltop.errors import DltopError
+from dltop.settings import DEFAULTS, Settings
 
 READY_TIMEOUT_S = 60
 
@@ -32,14 +33,14 @@ def start_demo_job(scenario: str) -> subprocess.Popen:
     )
 
 
-def attach_when_ready(job: subprocess.Popen, hang_after_s: float = 20.0) -> Collector:
+def attach_when_ready(job: subprocess.Popen, settings: Settings = DEFAULTS) -> Collector:
     """The job is a training job once torch is imported and its workers are up."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while True:
         if job.poll() is not None:
             raise DltopError(f"the demo job exited early with code {job.returncode}")
         try:
-            collector = Collector(job.pid, hang_after_s=hang_after_s)
+            collector = Collector(job.pid, settings=settings)
             if any(m.role == "worker" for m in collector.tree.members.values()):
                 return collector
             collector.close()

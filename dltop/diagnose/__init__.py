@@ -18,8 +18,7 @@ from dltop.diagnose.resources import (
     shm_low,
     worker_memory_growth,
 )
-from dltop.diagnose.settings import Settings
-from dltop.model import Finding
+from dltop.settings import DEFAULTS, Settings
 
 RULES = (
     stacks_unavailable,
@@ -37,7 +36,6 @@ RULES = (
     fd_near_limit,
     gpu_underutilized,
 )
-DEFAULTS = Settings()
 
 
 def diagnose(window: list, settings: Settings = DEFAULTS, related: bool = True) -> list:
@@ -52,4 +50,4 @@ def diagnose(window: list, settings: Settings = DEFAULTS, related: bool = True) 
     return relate(findings) if related else findings
 
 
-__all__ = ["Finding", "RULES", "Settings", "diagnose", "pending", "relate"]
+__all__ = ["RULES", "diagnose", "pending", "relate"]

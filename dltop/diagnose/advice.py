@@ -12,9 +12,9 @@ from collections import Counter
 
 from dltop.diagnose.capacity import Capacity, capacities
 from dltop.diagnose.figures import bench_args, loader_change, per_snapshot, trusted_wait, wait_error
-from dltop.diagnose.settings import Settings
 from dltop.frames import costly_frame
 from dltop.model import Finding, LoaderSample, Snapshot
+from dltop.settings import Settings
 from dltop.units import human_bytes
 
 

@@ -32,8 +32,8 @@ from dltop.diagnose.figures import (
     trusted_wait,
     worker_figures,
 )
-from dltop.diagnose.settings import Settings
 from dltop.model import LoaderSample, Snapshot
+from dltop.settings import Settings
 
 THREADS_CPU = 0.25  # cores a trainer's other threads use before they count as intra-op work
 CPU_BOUND = 1.15  # speed-up the CPUs allow below which the job is CPU-bound

@@ -10,9 +10,9 @@ import signal
 from datetime import datetime
 from typing import Optional
 
-from dltop.diagnose.settings import Settings
 from dltop.frames import is_dataloader_machinery, user_frame, waits_on_lock
-from dltop.model import Finding, ProcessSample, Snapshot
+from dltop.model import Finding, ProcessSample, Snapshot, is_stuck
+from dltop.settings import Settings
 from dltop.units import signal_name
 
 DEADLOCK_FIX = (
@@ -63,9 +63,7 @@ def worker_hung(window: list, settings: Settings) -> list:
     waits = {ld.trainer_pid: ld.data_wait_percent for ld in latest.loaders}
     findings = []
     for worker in latest.processes:
-        if worker.role != "worker" or not worker.stack or worker.activity in ("idle", "unknown"):
-            continue
-        if worker.stuck_s is None or worker.stuck_s < settings.hang_after_s:
+        if worker.role != "worker" or not worker.stack or not is_stuck(worker, settings.hang_after_s):
             continue
         trainer = by_pid.get(worker.trainer_pid)
         if not _waits_for_data(trainer, waits.get(worker.trainer_pid), settings):
@@ -182,7 +180,7 @@ def trainer_stalled(window: list, settings: Settings) -> list:
     for trainer in latest.processes:
         if trainer.role != "trainer" or not trainer.stack or trainer.state in ("zombie", "gone", "exited"):
             continue
-        if trainer.stuck_s is None or trainer.stuck_s < settings.hang_after_s:
+        if not is_stuck(trainer, settings.hang_after_s):
             continue
         if is_dataloader_machinery(trainer.stack):
             continue  # waiting in the DataLoader: a worker's problem, reported by worker-hung

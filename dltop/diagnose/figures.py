@@ -8,10 +8,9 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from dltop.model import LoaderSample, Snapshot
+from dltop.model import JOB_ROLES, LoaderSample, Snapshot
 
 BUSY = ("fetching", "collating", "sending", "stuck")
-JOB_ROLES = ("trainer", "worker")
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,9 @@ from typing import Optional
 
 from dltop.diagnose.figures import elapsed, wait_error
 from dltop.diagnose.resources import memory_points
-from dltop.diagnose.settings import Settings
-from dltop.model import Pending, Snapshot
+from dltop.model import STILL_NOTICE_S, Pending, Snapshot, still_for
+from dltop.settings import Settings
 
-STUCK_NOTICE_S = 5.0  # a stack unmoved this long without CPU is worth saying "watching"
 FIRST_WINDOW_S = 1.5  # the first trainer record window reports within this
 MEMORY_QUIET_S = 30.0  # memory readings unchanged this long mean no growth, not "not judged yet"
 
@@ -76,10 +75,8 @@ def _uncertain_wait(loader, settings: Settings) -> list:
 def _hangs(latest: Snapshot, settings: Settings) -> list:
     found = []
     for proc in latest.processes:
-        stuck = proc.stuck_s
-        if proc.role != "worker" or stuck is None or not STUCK_NOTICE_S <= stuck < settings.hang_after_s:
-            continue
-        if proc.activity in ("idle", "unknown"):
+        stuck = still_for(proc)
+        if proc.role != "worker" or stuck is None or not STILL_NOTICE_S <= stuck < settings.hang_after_s:
             continue
         found.append(
             Pending(

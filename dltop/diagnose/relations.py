@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+from dataclasses import dataclass
 from typing import Optional
 
-from dltop.model import Finding
-
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+from dltop.model import Finding, severity_rank
 
 
 def _trainer_of(finding: Finding) -> Optional[int]:
@@ -118,5 +117,34 @@ def _root(cause: Finding, findings: list, depth: int = 0) -> Finding:
 
 
 def _order(finding: Finding) -> tuple:
-    return (SEVERITY_ORDER.get(finding.severity, 3), finding.explained_by is not None, -finding.impact, finding.id,
+    return (severity_rank(finding.severity), finding.explained_by is not None, -finding.impact, finding.id,
             finding.pids)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A root cause with its fix, and the findings it explains (its consequences, shown under it
+    with no fix of their own): the one grouping every front end renders."""
+
+    cause: Finding
+    consequences: tuple[Finding, ...] = ()
+
+
+def grouped(findings: list[Finding]) -> list[Entry]:
+    """Related ``findings`` (as ``relate`` orders them) grouped cause first. A finding explained by
+    one that is not in the list stands on its own; a cause raised for several processes carries
+    its consequences once, under the first."""
+    ids = {f.id for f in findings}
+    roots = [f for f in findings if f.explained_by is None or f.explained_by not in ids]
+    explained = [f for f in findings if f not in roots]
+    entries = []
+    for root in roots:
+        first_of_id = next(r for r in roots if r.id == root.id) is root
+        entries.append(Entry(root, tuple(f for f in explained if first_of_id and f.explained_by == root.id)))
+    return entries
+
+
+def root_cause(findings: list[Finding]) -> Optional[Finding]:
+    """The most severe finding that nothing else explains (warnings and errors only)."""
+    roots = [e.cause for e in grouped(findings) if e.cause.severity != "info"]
+    return min(roots, key=lambda f: severity_rank(f.severity), default=None)

@@ -21,9 +21,9 @@ from dltop.diagnose.figures import (
     saturated_disks,
     wait_error,
 )
-from dltop.diagnose.settings import Settings
 from dltop.model import Finding, Snapshot
-from dltop.units import human_bytes
+from dltop.settings import Settings
+from dltop.units import human_bytes, rough_span
 
 
 def fd_near_limit(window: list, settings: Settings) -> list:
@@ -203,7 +203,7 @@ def worker_memory_growth(window: list, settings: Settings) -> list:
                 severity="error" if to_exhaust is not None and to_exhaust < 600 else "warning",
                 title=f"Workers of trainer {loader.trainer_pid} grow by {human_bytes(rate * 60)}/min",
                 detail=f"{len(growing)} of {len(loader.worker_pids)} workers' private memory rises steadily"
-                + (f"; at this rate available memory runs out in {_duration(to_exhaust)}" if to_exhaust else "")
+                + (f"; at this rate available memory runs out in {rough_span(to_exhaust)}" if to_exhaust else "")
                 + f". {why}",
                 pids=sorted(growing),
                 evidence={
@@ -293,10 +293,6 @@ def _memory_available(latest: Snapshot) -> Optional[int]:
         used = sum(p.pss_bytes or p.rss_bytes or 0 for p in latest.processes)
         available = min(available, max(0, system.mem_limit_bytes - used))
     return available
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds < 3 * 3600 else f"{seconds / 3600:.0f} h"
 
 
 def shm_low(window: list, settings: Settings) -> list:

@@ -54,11 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_exporter(args: argparse.Namespace) -> int:
-    from dltop.diagnose import Settings
     from dltop.export.metrics import NodeCollector
     from dltop.export.server import registry_for, serve
     from dltop.export.state import ExporterState
     from dltop.node import DISCOVER_EVERY_S, NodeWatcher
+    from dltop.settings import Settings
 
     state = ExporterState()
     hostname = os.environ.get("NODE_NAME") or socket.gethostname()  # dcgm-exporter's Hostname label

@@ -17,13 +17,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from dltop import __version__
 from dltop.export.labels import GPU, LOADER, PROCESS, TRAINER, gpu_values, text
 from dltop.export.state import ExporterState, JobView
+from dltop.model import PHASES, still_for
 
-PHASES = (
-    ("waiting-for-data", "waiting_for_data_percent"),
-    ("collating", "collating_percent"),
-    ("starting-workers", "starting_workers_percent"),
-    ("running", "running_percent"),
-)
 # ProcessSample fields that can be unreadable -> the series that lacks them then
 UNAVAILABLE_METRICS = {
     "uss_bytes": "dltop_process_unique_memory_bytes",
@@ -32,7 +27,6 @@ UNAVAILABLE_METRICS = {
     "read_bytes_per_s": "dltop_process_read_bytes_total",
 }
 COMMAND_CHARS = 200
-IDLE_WAITS = ("idle", "waiting-for-data")  # an unchanged stack there is waiting, not being stuck
 
 
 def _gauge(name: str, doc: str, labels: tuple) -> GaugeMetricFamily:
@@ -137,8 +131,8 @@ class NodeCollector:
                 if loader.data_wait_percent is not None:
                     ratio.add_metric(values, loader.data_wait_percent / 100)
                 shares = loader.trainer_time
-                for phase, name in PHASES if shares is not None else ():
-                    phases.add_metric([*values, phase], getattr(shares, name) / 100)
+                for phase in PHASES if shares is not None else ():
+                    phases.add_metric([*values, phase], shares.percent(phase) / 100)
             for values, seconds in job.wait_s.items():
                 waited.add_metric(values, seconds)
             for pid, values in job.roster.trainers.items():
@@ -192,7 +186,7 @@ class NodeCollector:
                     (uss, process.uss_bytes),
                     (fds, process.num_fds),
                     (max_fds, process.fd_limit),
-                    (stuck, process.stuck_s if process.activity not in IDLE_WAITS else None),
+                    (stuck, still_for(process)),
                     (cpu, job.cpu_s.get(values)),
                     (read, job.read_bytes.get(values)),
                 ):

@@ -86,12 +86,14 @@ def run_record(args: argparse.Namespace) -> int:
     from dltop.collect.full_dump import dump_job
     from dltop.live import open_loop
     from dltop.record.recorder import Recorder, RecordOptions, default_path
+    from dltop.settings import Settings
 
     if args.output is not None and args.output.exists():
         raise DltopError(f"{args.output} exists: dltop never writes over a recording (choose another name)")
-    loop = open_loop(args.pid, args.hang_after, not args.no_stacks)  # a bad pid fails here, in one line
+    settings = Settings(hang_after_s=args.hang_after)
+    loop = open_loop(args.pid, settings, not args.no_stacks)  # a bad pid fails here, in one line
     path = args.output or default_path(loop.pid)
-    options = RecordOptions(args.interval, args.hang_after, not args.no_stacks, args.max_size, args.on_incident,
+    options = RecordOptions(args.interval, settings, not args.no_stacks, args.max_size, args.on_incident,
                             args.on_incident_timeout, args.incident_dump)  # fmt: skip
     say = (lambda _: None) if args.quiet else _say
     recorder = Recorder(path, options, log_tail=loop.collector.logs.tail, say=say, warn=_say,

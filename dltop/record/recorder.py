@@ -22,6 +22,7 @@ from dltop.model import Snapshot
 from dltop.record import format as fmt
 from dltop.record import incidents
 from dltop.record.writer import RecordingWriter
+from dltop.settings import DEFAULTS, Settings
 
 THREADS_JOIN_S = incidents.HOOK_TIMEOUT_S + 25.0  # a dump (<= 20 s) then the hook, at close
 
@@ -29,7 +30,7 @@ THREADS_JOIN_S = incidents.HOOK_TIMEOUT_S + 25.0  # a dump (<= 20 s) then the ho
 @dataclass(frozen=True)
 class RecordOptions:
     interval_s: float = 1.0
-    hang_after_s: float = 20.0
+    settings: Settings = DEFAULTS
     stacks: bool = True
     max_size: Optional[int] = None
     on_incident: Optional[str] = None
@@ -96,7 +97,7 @@ class Recorder:
             "job": {k: job[k] for k in ("pid", "requested_pid", "cmdline", "trainer_pids", "started_at")},
             "settings": {
                 "interval_s": options.interval_s,
-                "hang_after_s": options.hang_after_s,
+                "hang_after_s": options.settings.hang_after_s,
                 "stacks": options.stacks,
                 "max_size": options.max_size,
                 "incident_dump": options.incident_dump,

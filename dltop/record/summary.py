@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional
 
+from dltop.model import most_severe
 from dltop.record.reader import Recording
-from dltop.record.times import local, span
+from dltop.record.times import local
+from dltop.units import span
 
 TIMELINE_SCHEMA = "dltop.timeline/1"
-SEVERITY_ORDER = {"info": 0, "warning": 1, "error": 2}
 
 
 @dataclass
@@ -37,8 +38,7 @@ def finding_spans(metas: list, frames: int) -> list:
             spans.append(shown.pop(key))
         for key, (fid, severity, pids, title) in now.items():
             current = shown.setdefault(key, Span(fid, severity, title, list(pids), frame))
-            if SEVERITY_ORDER.get(severity, 0) > SEVERITY_ORDER.get(current.severity, 0):
-                current.severity = severity
+            current.severity = most_severe([current.severity, severity])
     for current in shown.values():
         current.last = frames - 1
         spans.append(current)

@@ -18,16 +18,6 @@ def local(at: float) -> str:
     return datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def span(seconds: float) -> str:
-    """1h02m03s, 2m05s, 45s."""
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
-
-
 def parse_when(text: str, start: float, end: float) -> float:
     """The unix time ``text`` names in a recording from ``start`` to ``end``; DltopError if none."""
     from dltop.errors import DltopError

@@ -18,13 +18,14 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from dltop.errors import DltopError
+from dltop.model import SEVERITIES, severity_rank
 from dltop.record.reader import Recording
 from dltop.record.summary import finding_spans
-from dltop.record.times import FORMS, local, parse_when, span
+from dltop.record.times import FORMS, local, parse_when
 from dltop.tui.app import DltopApp
 from dltop.tui.screens import HELP, StackScreen
+from dltop.units import span
 
-LEVEL = {"info": 1, "warning": 2, "error": 3}
 CELL = {0: ("─", "dim"), 1: ("▂", "cyan"), 2: ("▅", "yellow"), 3: ("█", "red")}
 INCIDENT_CELL = ("▼", "bold red")
 MINUTE_S = 60.0
@@ -42,7 +43,7 @@ def strip_cells(times, spans: list, incident_frames: list, width: int) -> list:
 
     levels = [0] * width
     for shown in spans:
-        level = LEVEL.get(shown.severity, 1)
+        level = max(1, len(SEVERITIES) - severity_rank(shown.severity))  # info 1 .. error 3
         for col in range(column(shown.first), column(shown.last) + 1):
             levels[col] = max(levels[col], level)
     cells = [CELL[level] for level in levels]

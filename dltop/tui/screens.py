@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Log, Static
 
 from dltop.model import Snapshot
 from dltop.tui import view
-from dltop.units import human_bytes, percent
+from dltop.units import clock, human_bytes, percent
 
 KIND_STYLE = {"user": "bold", "library": "", "torch": "dim", "stdlib": "dim"}
 
@@ -79,7 +79,7 @@ def stack_text(snap: Snapshot, pid: int) -> Text:
     text.append(f" · {proc.state} · activity {proc.activity} · CPU {percent(proc.cpu_percent)}"
                 f" · USS {human_bytes(proc.uss_bytes)}")  # fmt: skip
     if proc.stuck_s:
-        text.append(f" · same stack for {view.duration(proc.stuck_s)} without CPU", style="bold red")
+        text.append(f" · same stack for {clock(proc.stuck_s)} without CPU", style="bold red")
     text.append(f"\nsampled {proc.stack_at or 'not yet'} (non-blocking; py-spy)\n\n", style="dim")
     if not proc.stack:
         text.append(f"no stack yet (stacks: {snap.stacks_status})")

@@ -12,14 +12,11 @@ from functools import partial
 from itertools import zip_longest
 from typing import Optional
 
-from dltop.model import ExitedWorker, Finding, Pending, ProcessSample, Snapshot
-from dltop.units import NA, cpu_list, human_bytes, percent, signal_name
+from dltop.diagnose.relations import root_cause
+from dltop.model import ROLES, STILL_NOTICE_S, ExitedWorker, Pending, ProcessSample, Snapshot, still_for
+from dltop.units import NA, clock, cpu_list, human_bytes, percent, signal_name
 
 FAULTS_HUNG = ("worker-hung", "trainer-stalled")
-STILL_S = 5.0  # a stack held this long without CPU is shown with its age
-
-
-SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
 
 @dataclass(frozen=True)
@@ -28,40 +25,11 @@ class Badge:
     text: str
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One finding as the screen shows it: a root cause with its fix, and the findings it
-    explains (its consequences: shown under it, with no fix of their own)."""
-
-    cause: Finding
-    consequences: tuple = ()
-
-
-def entries(snapshot: Snapshot) -> list:
-    """The findings grouped cause first, in the order they arrive (severity, then impact). A
-    finding explained by one that is not in the list stands on its own."""
-    ids = {f.id for f in snapshot.findings}
-    roots = [f for f in snapshot.findings if f.explained_by is None or f.explained_by not in ids]
-    explained = [f for f in snapshot.findings if f not in roots]
-    grouped = []
-    for root in roots:
-        first_of_id = next(r for r in roots if r.id == root.id) is root
-        mine = tuple(f for f in explained if first_of_id and f.explained_by == root.id)
-        grouped.append(Entry(root, mine))
-    return grouped
-
-
-def root_cause(snapshot: Snapshot) -> Optional[Finding]:
-    """The most severe finding that nothing else explains (warnings and errors only)."""
-    roots = [e.cause for e in entries(snapshot) if e.cause.severity in ("error", "warning")]
-    return min(roots, key=lambda f: SEVERITY_RANK.get(f.severity, 3), default=None)
-
-
 def badge(snapshot: Snapshot) -> Badge:
     if snapshot.job.state == "exited":
         code = snapshot.job.exit_code
         return Badge("exited", "EXITED" + (f" ({code})" if code is not None else ""))
-    cause = root_cause(snapshot)
+    cause = root_cause(snapshot.findings)
     if cause is not None:
         if cause.id in FAULTS_HUNG:
             return Badge("hung", "HUNG")
@@ -83,7 +51,7 @@ def headline(snapshot: Snapshot) -> str:
     state = badge(snapshot).state
     if state == "exited":
         return "the job ended: its last view (q quits)"
-    cause = root_cause(snapshot)
+    cause = root_cause(snapshot.findings)
     if cause is not None:
         return cause.title
     pending = _longest_pending(snapshot)
@@ -142,14 +110,7 @@ def uptime(snapshot: Snapshot) -> str:
     if not snapshot.job.started_at:
         return NA
     seconds = (_parse(snapshot.taken_at) - _parse(snapshot.job.started_at)).total_seconds()
-    return duration(seconds)
-
-
-def duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 3600:
-        return f"{seconds // 60}:{seconds % 60:02d}"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return clock(seconds)
 
 
 def header_line(snapshot: Snapshot) -> str:
@@ -221,17 +182,17 @@ def _descending(metric: int, row: Row) -> float:
 
 
 def _process_row(p: ProcessSample, taken: datetime, snapshot: Snapshot) -> Row:
-    role_order = {"launcher": 0, "trainer": 1, "helper": 3}.get(p.role, 2)
+    role_order = ROLES.index(p.role)
     trainer = p.trainer_pid if p.role != "launcher" else 0
     rank = f" r{p.rank}" if p.rank is not None and p.role == "trainer" else ""
     role = f"{p.role}{rank}" if p.role in ("trainer", "launcher") else f" └ {p.role}"
     alert = None
     activity = p.activity if p.activity != "unknown" else ""
-    long_still = p.stuck_s is not None and p.stuck_s >= STILL_S
-    if p.activity == "waiting-for-data" and long_still:
-        activity = f"waiting {duration(p.stuck_s)}"  # the trainer is not at fault: its workers are
-    elif p.activity == "stuck" or (long_still and p.activity not in ("idle", "unknown")):
-        activity = f"STUCK {duration(p.stuck_s or 0)}"
+    still = still_for(p)
+    if p.activity == "waiting-for-data" and (p.stuck_s or 0) >= STILL_NOTICE_S:
+        activity = f"waiting {clock(p.stuck_s or 0)}"  # the trainer is not at fault: its workers are
+    elif p.activity == "stuck" or (still is not None and still >= STILL_NOTICE_S):
+        activity = f"STUCK {clock(p.stuck_s or 0)}"
     if _named_hung(snapshot, p.pid):
         alert = "hung"
     if p.state == "zombie":  # exited, its parent has not reaped it yet
@@ -247,7 +208,7 @@ def _process_row(p: ProcessSample, taken: datetime, snapshot: Snapshot) -> Row:
         "uss": _uss(p),
         "fds": f"{p.num_fds if p.num_fds is not None else NA}/{p.fd_limit or '∞'}",
         "read": human_bytes(p.read_bytes_per_s),
-        "age": duration((taken - _parse(p.started_at)).total_seconds()) if p.started_at else NA,
+        "age": clock((taken - _parse(p.started_at)).total_seconds()) if p.started_at else NA,
     }
     metrics = (p.cpu_percent or 0.0, p.uss_bytes or p.rss_bytes or 0, p.read_bytes_per_s or 0.0)
     return Row(str(p.pid), p.pid, cells, alert, (trainer or p.pid, role_order, p.pid), metrics)

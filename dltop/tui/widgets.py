@@ -19,6 +19,7 @@ from textual.widget import Widget
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from dltop.diagnose.relations import Entry, grouped
 from dltop.model import Snapshot
 from dltop.tui import view
 
@@ -320,7 +321,7 @@ class FindingsPanel(OptionList):
 
     def on_mount(self) -> None:
         self.findings: list = []  # every finding of the snapshot
-        self.entries: list = []  # view.Entry, one option each
+        self.entries: list[Entry] = []  # one option each
         self._shown = None
         self._option_heights: dict = {}  # width -> rows of each option
         self._title()
@@ -334,7 +335,7 @@ class FindingsPanel(OptionList):
         self._shown = shown
         highlighted = self.highlighted
         self.findings = list(snap.findings)
-        self.entries = view.entries(snap)
+        self.entries = grouped(snap.findings)
         self._option_heights: dict = {}
         self.clear_options()
         if not self.entries:
@@ -377,7 +378,7 @@ class FindingsPanel(OptionList):
 MARKS = {"error": "✖", "warning": "▲", "info": "·"}
 
 
-def entry_renderable(entry: view.Entry) -> Table:
+def entry_renderable(entry: Entry) -> Table:
     """A grid with a marker column: every line after the first starts under the title."""
     cause = entry.cause
     grid = Table.grid(expand=True)

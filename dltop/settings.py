@@ -1,4 +1,5 @@
-"""Thresholds of the diagnosis rules, with their documented defaults."""
+"""Every threshold dltop judges by, with its documented default: one ``Settings`` that the
+collector (what counts as stuck), the rules and the command line (``--hang-after``) share."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Settings:
-    # worker-hung / trainer-stalled: same stack, no CPU, for this long (--hang-after)
+    # stuck (worker-hung, trainer-stalled, the STUCK activity): same stack, no CPU, this long (--hang-after)
     hang_after_s: float = 20.0
     # "the trainer waits for data": share of its recent samples inside the DataLoader's __next__
     trainer_waiting_percent: float = 50.0
@@ -44,3 +45,6 @@ class Settings:
     # gpu-underutilized: mean GPU busy share below this, over at least this many NVML readings
     gpu_busy_percent: float = 50.0
     gpu_min_readings: int = 5
+
+
+DEFAULTS = Settings()

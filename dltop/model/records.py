@@ -1,4 +1,4 @@
-"""Plain data that flows from the collectors to every presenter (DESIGN.md §1-2).
+"""The records that flow from the collectors to every front end (docs/how-it-works.md).
 
 Frozen dataclasses, no I/O. A figure that could not be read is ``None`` and the process's
 ``unavailable`` map says why, so one missing reading never hides the others (nvitop's NA
@@ -11,6 +11,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+from dltop.model.vocabulary import PHASES, Activity, Phase, Role, Severity
 
 SCHEMA = "dltop.snapshot/1"
 
@@ -49,7 +51,7 @@ class ProcessSample:
 
     pid: int
     ppid: int
-    role: str
+    role: Role
     trainer_pid: Optional[int]
     name: str
     cmdline: str
@@ -65,7 +67,7 @@ class ProcessSample:
     pss_bytes: Optional[int] = None
     num_fds: Optional[int] = None
     fd_limit: Optional[int] = None
-    fd_kinds: Optional[dict] = None  # {shm|file|socket|pipe|other: count}, read once past half the limit
+    fd_kinds: Optional[dict[str, int]] = None  # {shm|file|socket|pipe|other: count}, read once past half the limit
     num_threads: Optional[int] = None
     read_bytes_per_s: Optional[float] = None  # from storage (/proc/<pid>/io read_bytes)
     write_bytes_per_s: Optional[float] = None
@@ -77,12 +79,11 @@ class ProcessSample:
     user: Optional[str] = None
     placement: Optional[Placement] = None  # trainers: rank, world size, run id, pod
     worker_id: Optional[int] = None  # workers: torch's worker_id, from _worker_loop's arguments
-    # idle | fetching | collating | starting | waiting-for-data | starting-workers | running | stuck | unknown
-    activity: str = "unknown"
-    stack: Optional[list] = None  # Frame of the main thread, innermost last
+    activity: Activity = "unknown"
+    stack: Optional[list[Frame]] = None  # the main thread's, innermost last
     stack_at: Optional[str] = None  # when that stack was sampled
     stuck_s: Optional[float] = None  # seconds the main thread has kept that stack without using CPU
-    unavailable: dict = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)  # figure -> why it could not be read
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,8 @@ class ExitedWorker:
     exit_code: Optional[int] = None
     cause: str = "unknown"  # died (non-zero exit or signal) | ended (exit 0: epoch or loader end) | unknown
     trainer_running: bool = True  # its trainer was still running when the worker was seen gone
-    last_activity: str = "unknown"
-    last_stack: Optional[list] = None  # Frame, innermost last: what it was doing when last sampled
+    last_activity: Activity = "unknown"
+    last_stack: Optional[list[Frame]] = None  # innermost last: what it was doing when last sampled
     in_trainer_log: bool = False  # torch's "DataLoader worker (pid N) ..." error names it in the trainer's log
 
 
@@ -112,6 +113,9 @@ class TrainerTime:
     starting_workers_percent: float  # epoch boundaries: iter(loader), worker start-up and shutdown
     running_percent: float  # everything else: the training step
 
+    def percent(self, phase: Phase) -> float:
+        return float(getattr(self, PHASES[phase]))
+
 
 @dataclass(frozen=True)
 class LoaderSample:
@@ -119,13 +123,13 @@ class LoaderSample:
 
     trainer_pid: int
     num_workers: int
-    worker_pids: list
+    worker_pids: list[int]
     persistent_workers: Optional[bool]
     pin_memory: Optional[bool]
     start_method: str
     data_wait_percent: Optional[float]  # waiting_for_data + collating of trainer_time
     worker_respawns: int
-    workers_exited: list = field(default_factory=list)  # ExitedWorker
+    workers_exited: list[ExitedWorker] = field(default_factory=list)
     trainer_time: Optional[TrainerTime] = None  # the trainer's: shared by all its loaders
     dataset: Optional[str] = None  # the Dataset's class, from a worker's _worker_loop arguments
     built_at: Optional[str] = None  # "file:line" of the DataLoader(...) call, where dltop found it
@@ -139,7 +143,7 @@ class JobInfo:
     cmdline: str
     state: str  # running | exited
     start_method: str
-    trainer_pids: list
+    trainer_pids: list[int]
     launcher_pid: Optional[int] = None
     torch_version: Optional[str] = None
     started_at: Optional[str] = None
@@ -151,7 +155,7 @@ class SystemSample:
     cpus_logical: int
     cpus_physical: Optional[int]
     cpus_allowed: float  # affinity, capped by the cgroup CPU quota
-    cpu_affinity: list
+    cpu_affinity: list[int]
     cpu_quota: Optional[float]
     load_1m: float
     mem_total_bytes: int
@@ -182,7 +186,7 @@ class GpuSample:
     pcie_tx_bytes_per_s: Optional[float]
     power_w: Optional[float]
     temperature_c: Optional[float]
-    processes: list = field(default_factory=list)  # GpuProcess of this job only
+    processes: list[GpuProcess] = field(default_factory=list)  # this job's only
     uuid: Optional[str] = None  # NVML's "GPU-..." id (dcgm-exporter's UUID label)
     minor_number: Optional[int] = None  # /dev/nvidia<N> (dcgm-exporter's device label)
     pci_bus_id: Optional[str] = None  # '00000000:5B:00.0' (dcgm-exporter's pci_bus_id label)
@@ -206,13 +210,13 @@ class DiskSample:
 @dataclass(frozen=True)
 class Finding:
     id: str
-    severity: str  # info | warning | error
+    severity: Severity
     title: str
     detail: str
-    pids: list
-    evidence: dict
+    pids: list[int]
+    evidence: dict[str, Any]
     suggestion: str
-    bench_args: Optional[list] = None
+    bench_args: Optional[list[str]] = None
     # the id of the finding that explains this one (a hung worker explains the trainer's wait): a
     # consequence is shown under its cause, and its own suggestion is not the fix
     explained_by: Optional[str] = None
@@ -234,19 +238,19 @@ class Snapshot:
     window_s: float
     job: JobInfo
     system: Optional[SystemSample]
-    processes: list  # ProcessSample
-    loaders: list  # LoaderSample
-    gpus: list  # GpuSample
+    processes: list[ProcessSample]
+    loaders: list[LoaderSample]
+    gpus: list[GpuSample]
     gpu_status: str
-    disks: list  # DiskSample
-    findings: list = field(default_factory=list)  # Finding
+    disks: list[DiskSample]
+    findings: list[Finding] = field(default_factory=list)
     stacks_status: str = "off"  # ok | off | no-py-spy | denied | error: <reason>
     stacks_fix: Optional[str] = None  # how to make stacks available, when they are not
-    pending: list = field(default_factory=list)  # Pending: what the window cannot judge yet
+    pending: list[Pending] = field(default_factory=list)  # what the window cannot judge yet
     schema: str = SCHEMA
 
-    def to_dict(self) -> dict:
-        """The JSON contract of DESIGN.md §2 (schema first, floats rounded for people)."""
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract (docs/json.md): schema first, floats rounded for people."""
         data = _clean(dataclasses.asdict(self))
         return {"schema": data.pop("schema"), **data}
 
@@ -262,7 +266,7 @@ def _clean(value: Any) -> Any:
 
 
 # (class, field) -> the dataclass its dict (or each dict of its list) holds
-_NESTED: dict = {
+_NESTED: dict[tuple[str, str], type] = {
     ("Snapshot", "job"): JobInfo,
     ("Snapshot", "system"): SystemSample,
     ("Snapshot", "processes"): ProcessSample,
@@ -280,13 +284,13 @@ _NESTED: dict = {
 }
 
 
-def snapshot_from_dict(data: dict) -> Snapshot:
+def snapshot_from_dict(data: dict[str, Any]) -> Snapshot:
     """A Snapshot back from its JSON form (recorded snapshots for tests and screenshots); keys
     this version does not know are ignored, missing ones take their defaults."""
     return _build(Snapshot, data)
 
 
-def _build(cls: type, data: dict) -> Any:
+def _build(cls: type, data: dict[str, Any]) -> Any:
     values = {}
     for f in dataclasses.fields(cls):
         if f.name not in data:
