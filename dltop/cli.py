@@ -94,7 +94,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
-    from dltop.live import open_loop
+    from dltop.live.loop import open_loop
     from dltop.text_report import render
 
     loop = open_loop(args.pid, _settings(args), not args.no_stacks, window_ticks=None, judge_every_tick=False)
@@ -120,7 +120,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
 
 
 def run_dump(args: argparse.Namespace) -> int:
-    from dltop.collect.full_dump import dump_job, render_dump
+    from dltop.collect.stacks.full_dump import dump_job, render_dump
 
     dump = dump_job(args.pid)
     print(json.dumps(dump, indent=2) if args.json else render_dump(dump))
@@ -128,8 +128,8 @@ def run_dump(args: argparse.Namespace) -> int:
 
 
 def run_jobs(args: argparse.Namespace) -> int:
-    from dltop.collect.gpu import GpuSampler
-    from dltop.collect.jobs import list_jobs
+    from dltop.collect.host.gpu import GpuSampler
+    from dltop.collect.processes.jobs import list_jobs
 
     jobs = list_jobs(GpuSampler())
     if args.json:
@@ -147,7 +147,7 @@ def run_jobs(args: argparse.Namespace) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     from dltop.demo.run import attach_when_ready, start_demo_job, stop_demo_job
-    from dltop.live import LiveLoop
+    from dltop.live.loop import LiveLoop
     from dltop.tui.app import DltopApp
 
     _need_terminal()
@@ -167,7 +167,7 @@ def _need_terminal() -> None:
 
 
 def run_tui(args: argparse.Namespace) -> int:
-    from dltop.live import open_loop
+    from dltop.live.loop import open_loop
     from dltop.tui.app import DltopApp
 
     if args.pid is None:

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from dltop.collect import stacks
-from dltop.collect.austin import StreamRun, newest_main_stacks, parse_samples, parse_where
-from dltop.collect.stacks import ProcessStacks
+from dltop.collect.stacks import sampler as stacks
+from dltop.collect.stacks.austin import StreamRun, newest_main_stacks, parse_samples, parse_where
+from dltop.collect.stacks.sampler import ProcessStacks
 from dltop.frames import trainer_phase, worker_activity
 
 # as Austin 3.7 writes them (pipe mode), trimmed: a trainer (pid 356) with a feeder thread

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dltop.collect.collector import Collector
-from dltop.collect.disk import DiskSampler, block_device_names
+from dltop.collect.host.disk import DiskSampler, block_device_names
 from tests.support import wait_for
 
 

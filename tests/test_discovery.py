@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from dltop.collect import procs
-from dltop.collect.procs import Discovery, find_jobs
+from dltop.collect.processes import discovery as procs
+from dltop.collect.processes.discovery import Discovery, find_jobs
 from tests.support import wait_for
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]

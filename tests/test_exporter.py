@@ -28,14 +28,14 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dltop import node
-from dltop.collect import placement
-from dltop.collect.gpu import GpuSampler
+from dltop.collect.host.gpu import GpuSampler
+from dltop.collect.processes import placement
 from dltop.export.metrics import NodeCollector
 from dltop.export.server import registry_for
 from dltop.export.state import ExporterState
+from dltop.live import node
+from dltop.live.node import NodeTick
 from dltop.model import ExitedWorker, Finding, GpuProcess, Placement
-from dltop.node import NodeTick
 from tests.support import ROOT, TRAIN, Job, assert_one_line_error, run_dltop, wait_for, worker_with_id
 from tests.windows import bound_window
 
@@ -300,7 +300,7 @@ def test_port_in_use_and_unbindable_address_are_one_line_exit_2():
 def test_exporter_imports_neither_torch_nor_textual_and_help_skips_prometheus_client():
     code = (
         "import sys, dltop.cli; dltop.cli.build_parser(); help_loads = 'prometheus_client' in sys.modules; "
-        "import dltop.node, dltop.export.metrics, dltop.export.state, dltop.export.server; "
+        "import dltop.live.node, dltop.export.metrics, dltop.export.state, dltop.export.server; "
         "print(help_loads, sorted(m for m in ('torch', 'textual') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dltop.collect import gpu as gpu_module
-from dltop.collect.gpu import GpuSampler, pid_aliases
+from dltop.collect.host import gpu as gpu_module
+from dltop.collect.host.gpu import GpuSampler, pid_aliases
 from tests.support import run_dltop
 
 FAKES = Path(__file__).parent / "fakes"

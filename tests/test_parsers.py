@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dltop.collect import procfs, system
-from dltop.collect.disk import disk_rates, mount_sources, parse_diskstats
-from dltop.collect.procs import is_launcher_cmdline
+from dltop.collect.host import system
+from dltop.collect.host.disk import disk_rates, mount_sources, parse_diskstats
+from dltop.collect.processes import procfs
+from dltop.collect.processes.discovery import is_launcher_cmdline
 from dltop.units import cpu_list, human_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures"

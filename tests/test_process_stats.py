@@ -9,10 +9,10 @@ import time
 
 import psutil
 
-from dltop.collect import procfs
-from dltop.collect.process_stats import NOT_READ_YET, ProcessSampler
-from dltop.collect.procs import Member
-from dltop.collect.system import SystemSampler, parse_meminfo
+from dltop.collect.host.system import SystemSampler, parse_meminfo
+from dltop.collect.processes import procfs
+from dltop.collect.processes.discovery import Member
+from dltop.collect.processes.stats import NOT_READ_YET, ProcessSampler
 
 IO = b"rchar: 1200\nwchar: 34\nsyscr: 5\nsyscw: 2\nread_bytes: 4096\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
 SMAPS = b"""55d0c0000000-7ffd00000000 ---p 00000000 00:00 0                          [rollup]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dltop import frames
-from dltop.collect.ptrace import PtraceFacts, stacks_fix
-from dltop.collect.pyspy import failure, parse_dump, parse_speedscope
+from dltop.collect.stacks.ptrace import PtraceFacts, stacks_fix
+from dltop.collect.stacks.pyspy import failure, parse_dump, parse_speedscope
 from dltop.diagnose import diagnose
 from dltop.frames import make_frame
 from dltop.model import ExitedWorker, JobInfo, LoaderSample, ProcessSample, Snapshot
@@ -233,7 +233,7 @@ def test_stacks_unavailable_carries_the_fix():
 
 
 def test_split_loaders_by_dataset_object_under_fork_and_by_settings_otherwise():
-    from dltop.collect.loaders import split_loaders
+    from dltop.collect.processes.loaders import split_loaders
 
     def config(dataset, workers=2, worker_id=0):
         return {"dataset": dataset, "num_workers": workers, "persistent_workers": True, "worker_id": worker_id}
@@ -257,7 +257,7 @@ def test_split_loaders_by_dataset_object_under_fork_and_by_settings_otherwise():
 
 
 def test_torch_messages_about_dead_workers():
-    from dltop.collect.trainer_log import parse_worker_errors
+    from dltop.collect.events.trainer_log import parse_worker_errors
 
     log = (
         "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. \n"

@@ -12,7 +12,7 @@ import time
 
 import psutil
 
-from dltop.collect import procs
+from dltop.collect.processes import discovery as procs
 from tests.support import ROOT, alive, assert_one_line_error, run_dltop, wait_for, watch
 
 JOB_PY = ROOT / "dltop" / "demo" / "job.py"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dltop.collect.process_stats import NOT_READ_YET
+from dltop.collect.processes.stats import NOT_READ_YET
 from dltop.diagnose.relations import grouped
 from dltop.model import ExitedWorker, Finding, Pending, snapshot_from_dict
 from dltop.settings import DEFAULTS, Settings
@@ -51,7 +51,7 @@ def explained(snap):
 
 
 def live_app(pid: int, **kwargs):
-    from dltop.live import open_loop
+    from dltop.live.loop import open_loop
     from dltop.tui.app import DltopApp
 
     source = open_loop(pid, Settings(hang_after_s=kwargs.pop("hang_after_s", DEFAULTS.hang_after_s)))
@@ -140,7 +140,7 @@ def test_the_job_exiting_keeps_the_last_view(start_job):
 def test_the_picker_lists_a_running_job_and_attaches(start_job):
     from textual.widgets import DataTable
 
-    from dltop.live import open_loop
+    from dltop.live.loop import open_loop
     from dltop.tui.app import DltopApp
     from dltop.tui.screens import PickerScreen
 

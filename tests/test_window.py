@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dltop.collect.lifecycle import WorkerLifecycle
+from dltop.collect.events.lifecycle import WorkerLifecycle
+from dltop.live.report import summarize
 from dltop.model import DiskSample, JobInfo, ProcessSample, Snapshot
-from dltop.window import summarize
 
 
 def proc(pid: int, cpu, role: str = "worker") -> ProcessSample:

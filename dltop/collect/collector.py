@@ -7,20 +7,20 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from dltop.collect.disk import DiskSampler
-from dltop.collect.exits import ExitWatcher
-from dltop.collect.gpu import GpuSampler
-from dltop.collect.lifecycle import WorkerLifecycle
-from dltop.collect.loaders import loader_key, split_loaders
-from dltop.collect.placement import PlacementReader
-from dltop.collect.process_stats import ProcessSampler, iso
-from dltop.collect.procfs import thread_names
-from dltop.collect.procs import PIN_THREAD_COMMS, WORKER_COMMS, Discovery, JobTree
-from dltop.collect.source import SourceLines
-from dltop.collect.stacks import StackSampler
-from dltop.collect.startup import StartupWatcher
-from dltop.collect.system import SystemSampler
-from dltop.collect.trainer_log import TrainerLogs
+from dltop.collect.events.exits import ExitWatcher
+from dltop.collect.events.lifecycle import WorkerLifecycle
+from dltop.collect.events.startup import StartupWatcher
+from dltop.collect.events.trainer_log import TrainerLogs
+from dltop.collect.host.disk import DiskSampler
+from dltop.collect.host.gpu import GpuSampler
+from dltop.collect.host.system import SystemSampler
+from dltop.collect.processes.discovery import PIN_THREAD_COMMS, WORKER_COMMS, Discovery, JobTree
+from dltop.collect.processes.loaders import loader_key, split_loaders
+from dltop.collect.processes.placement import PlacementReader
+from dltop.collect.processes.procfs import thread_names
+from dltop.collect.processes.stats import ProcessSampler, iso
+from dltop.collect.stacks.sampler import StackSampler
+from dltop.collect.stacks.source_lines import SourceLines
 from dltop.frames import start_method as stack_start_method
 from dltop.frames import worker_activity
 from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot, is_stuck

@@ -1,6 +1,6 @@
 """``dltop exporter``: arguments and entry point (heavy imports inside it).
 
-One process per node: it follows every training job (dltop/node.py), keeps the newest view in
+One process per node: it follows every training job (dltop/live/node.py), keeps the newest view in
 a sink (export/state.py) and serves it at /metrics (export/metrics.py, export/server.py).
 """
 
@@ -57,7 +57,7 @@ def run_exporter(args: argparse.Namespace) -> int:
     from dltop.export.metrics import NodeCollector
     from dltop.export.server import registry_for, serve
     from dltop.export.state import ExporterState
-    from dltop.node import DISCOVER_EVERY_S, NodeWatcher
+    from dltop.live.node import DISCOVER_EVERY_S, NodeWatcher
     from dltop.settings import Settings
 
     state = ExporterState()

@@ -83,8 +83,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_record(args: argparse.Namespace) -> int:
-    from dltop.collect.full_dump import dump_job
-    from dltop.live import open_loop
+    from dltop.collect.stacks.full_dump import dump_job
+    from dltop.live.loop import open_loop
     from dltop.record.recorder import Recorder, RecordOptions, default_path
     from dltop.settings import Settings
 

@@ -89,7 +89,7 @@ def _frame_lines(frames: list) -> list:
 
 def write_dump(directory: Path, dump_job, pid: int) -> None:
     """``--incident-dump``: py-spy with locals, pausing each process briefly (as ``dltop dump``)."""
-    from dltop.collect.full_dump import render_dump
+    from dltop.collect.stacks.full_dump import render_dump
     from dltop.errors import DltopError
 
     try:

@@ -51,7 +51,7 @@ class StackScreen(Screen):
 
     @work(thread=True, exclusive=True)
     def _dump(self) -> None:
-        from dltop.collect.full_dump import dump_job, render_dump
+        from dltop.collect.stacks.full_dump import dump_job, render_dump
         from dltop.errors import DltopError
 
         try:
@@ -150,8 +150,8 @@ class PickerScreen(Screen):
 
     @work(thread=True, exclusive=True)
     def action_refresh(self) -> None:
-        from dltop.collect.gpu import GpuSampler
-        from dltop.collect.jobs import list_jobs
+        from dltop.collect.host.gpu import GpuSampler
+        from dltop.collect.processes.jobs import list_jobs
 
         jobs = list_jobs(GpuSampler())
         self.app.call_from_thread(self._fill, jobs)

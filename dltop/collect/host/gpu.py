@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from dltop.collect import procfs
+from dltop.collect.processes import procfs
 from dltop.model import GpuProcess, GpuSample
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from dltop.collect import ptrace
-from dltop.collect.procs import Discovery
-from dltop.collect.pyspy import PySpyRun, dump_command, find_py_spy, parse_dump
+from dltop.collect.processes.discovery import Discovery
+from dltop.collect.stacks import ptrace
+from dltop.collect.stacks.pyspy import PySpyRun, dump_command, find_py_spy, parse_dump
 from dltop.errors import DltopError
 from dltop.frames import worker_loop_config
 

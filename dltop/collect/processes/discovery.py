@@ -2,7 +2,7 @@
 
 Works from /proc alone: names (``pt_data_worker`` on torch >= 2.5), command lines
 (spawn/forkserver/launchers) and ancestry, so it finds workers under every start method
-and torch version. Stacks (collect/stacks.py) refine this later; nothing here pauses or
+and torch version. Stacks (collect/stacks/sampler.py) refine this later; nothing here pauses or
 signals the job.
 """
 
@@ -14,13 +14,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from dltop.collect import procfs
+from dltop.collect.processes import procfs
 from dltop.errors import DltopError
 
 WORKER_COMMS = ("pt_data_worker", "pt_multiprocess")
 PIN_THREAD_COMMS = ("pt_data_pin",)
 NAMED_SINCE = (2, 5)  # torch names worker processes and the pin thread from this version
-RANK_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")  # collect/placement.py
+RANK_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")  # collect/processes/placement.py
 
 LAUNCHER_PROGRAMS = ("torchrun", "deepspeed", "accelerate")
 LAUNCHER_MODULES = (

@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 import psutil
 
-from dltop.collect import procfs
+from dltop.collect.processes import procfs
 from dltop.model import SystemSample
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")

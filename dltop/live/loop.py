@@ -17,9 +17,9 @@ from typing import Callable, Iterator, Optional
 
 from dltop.diagnose import diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
+from dltop.live.report import summarize
 from dltop.model import Snapshot
 from dltop.settings import DEFAULTS, Settings
-from dltop.window import summarize
 
 WINDOW_TICKS = 120  # ticks a live diagnosis looks back over
 # objects allocated (net) between young collections: Python's 700 made a live view collect about

@@ -16,7 +16,7 @@ import select
 import threading
 from typing import Optional
 
-from dltop.collect import procfs
+from dltop.collect.processes import procfs
 
 
 class ExitWatcher:

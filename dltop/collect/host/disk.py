@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from dltop.collect import procfs
+from dltop.collect.processes import procfs
 from dltop.model import DiskSample
 
 SECTOR_BYTES = 512

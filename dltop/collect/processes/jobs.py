@@ -7,9 +7,9 @@ import pwd
 from dataclasses import dataclass
 from typing import Optional
 
-from dltop.collect import procfs
-from dltop.collect.gpu import GpuSampler
-from dltop.collect.procs import find_jobs
+from dltop.collect.host.gpu import GpuSampler
+from dltop.collect.processes import procfs
+from dltop.collect.processes.discovery import find_jobs
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from dltop.collect.gpu import GpuSampler
-from dltop.collect.procs import Discovery, find_jobs
+from dltop.collect.host.gpu import GpuSampler
+from dltop.collect.processes.discovery import Discovery, find_jobs
 from dltop.errors import DltopError
-from dltop.live import WINDOW_TICKS, LiveLoop
+from dltop.live.loop import WINDOW_TICKS, LiveLoop
 from dltop.settings import Settings
 
 DISCOVER_EVERY_S = 10.0

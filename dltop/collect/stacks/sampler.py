@@ -2,7 +2,7 @@
 
 - Trainers: samples of the main thread tell where it spends its time: waiting for data,
   collating, starting workers, running the step (``TrainerTime``). Austin streams them
-  (``collect/austin.py``: read every tick, about half py-spy's cost a sample); without Austin,
+  (``collect/stacks/austin.py``: read every tick, about half py-spy's cost a sample); without Austin,
   back-to-back short ``py-spy record`` windows (non-blocking) do.
 - Workers: a sweep, every ``SWEEP_INTERVAL_S``, of every process under each trainer by one
   Austin that stays attached (``austin -C``: ~1.7 ms a sweep of 16 workers; attaching to them
@@ -18,7 +18,7 @@
   working (a hang to confirm) is dumped first, on its own budget.
 
 Nothing here blocks a tick: py-spy runs are started and collected on later ticks. The one
-blocking, pausing dump (``collect/full_dump.py``, with locals) runs only when the user asks.
+blocking, pausing dump (``collect/stacks/full_dump.py``, with locals) runs only when the user asks.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from dltop import frames as stackframes
-from dltop.collect import procfs, ptrace
-from dltop.collect.austin import (
+from dltop.collect.processes import procfs
+from dltop.collect.stacks import ptrace
+from dltop.collect.stacks.austin import (
     StreamRun,
     find_austin,
     newest_main_stacks,
@@ -41,8 +42,8 @@ from dltop.collect.austin import (
     parse_where,
     stream_command,
 )
-from dltop.collect.austin import dump_command as austin_dump_command
-from dltop.collect.pyspy import (
+from dltop.collect.stacks.austin import dump_command as austin_dump_command
+from dltop.collect.stacks.pyspy import (
     PySpyRun,
     ThreadStack,
     dump_command,
@@ -80,7 +81,7 @@ STUCK_WAKEUPS_PER_S = 1.0
 FAILURES_BEFORE_ERROR = 3
 RETRY_AFTER_DENIED_S = 30.0
 MIN_RECORD_RATE = 3
-# Austin streams (collect/austin.py): a sample of that 17-thread trainer costs ~0.4 ms, so a third
+# Austin streams (collect/stacks/austin.py): a sample of that 17-thread trainer costs ~0.4 ms, so a third
 # of py-spy's share buys more samples than py-spy's whole share did (~4 a second against ~3)
 STREAM_CPU_SHARE = 0.002
 STREAM_STARTUP_S = 0.008  # Austin's CPU to attach, paid once per window
@@ -185,7 +186,7 @@ class StackSampler:
         # this job's part of the budgets: a node watcher following several jobs splits one
         # live view's budget between them
         self.share = 1.0
-        # trainer pid -> [(began, ready or None)] of its workers' start-ups (collect/startup.py)
+        # trainer pid -> [(began, ready or None)] of its workers' start-ups (collect/events/startup.py)
         self.startups: Optional[Callable[[int], list]] = None
         self._tokens = self._urgent_tokens = float(DUMP_BURST)
         self._last_update: Optional[float] = None

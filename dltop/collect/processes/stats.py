@@ -19,8 +19,8 @@ from typing import Callable, Optional
 
 import psutil
 
-from dltop.collect import procfs
-from dltop.collect.procs import Member
+from dltop.collect.processes import procfs
+from dltop.collect.processes.discovery import Member
 from dltop.model import Placement, ProcessSample
 
 FD_LIMIT_TTL_S = 10.0

@@ -23,7 +23,7 @@ import re
 import shutil
 from typing import Iterator, Optional
 
-from dltop.collect.pyspy import PySpyRun, RunResult, find_program
+from dltop.collect.stacks.pyspy import PySpyRun, RunResult, find_program
 from dltop.frames import make_frame
 from dltop.model import Frame
 
