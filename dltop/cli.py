@@ -95,18 +95,16 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def run_snapshot(args: argparse.Namespace) -> int:
     from dltop.live.loop import open_loop
+    from dltop.live.schedule import ticks
     from dltop.text_report import render
 
     loop = open_loop(args.pid, _settings(args), not args.no_stacks, window_ticks=None, judge_every_tick=False)
-    interval = min(args.interval, args.duration)
-    start = time.monotonic()
     try:
-        snap = loop.step()
-        while snap.job.state == "running" and time.monotonic() - start < args.duration - 1e-3:
-            next_at = min(start + len(loop.window) * interval, start + args.duration)
-            time.sleep(max(0.0, next_at - time.monotonic()))
+        for final in ticks(args.interval, duration_s=args.duration):
             # the final tick waits for py-spy runs under way and re-reads every USS/PSS
-            snap = loop.step(final=next_at >= start + args.duration - 1e-3)
+            snap = loop.step(final=final)
+            if snap.job.state != "running":
+                break
         if snap.job.state == "exited" and len(loop.window) > 1:
             time.sleep(EXITED_SETTLE_S)  # the trainer's last words (a worker's death) reach its log as it exits
             loop.step()

@@ -211,8 +211,14 @@ class FakeLoop:
     """A LiveLoop stand-in: its job runs for ``ticks`` steps, then exits."""
 
     def __init__(self, pid: int, ticks: int) -> None:
-        self.collector = SimpleNamespace(tree=SimpleNamespace(members={pid: None}), stacks=SimpleNamespace(share=1.0))
+        self.pid, self.share = pid, 1.0
         self.snap, self.ticks, self.closed, self.latest = job_snapshot(), ticks, False, None
+
+    def members(self) -> set:
+        return {self.pid}
+
+    def share_budget(self, share: float) -> None:
+        self.share = share
 
     def step(self):
         self.ticks -= 1
@@ -233,10 +239,10 @@ def test_node_watcher_splits_the_stack_budget_and_drops_exited_jobs(monkeypatch)
     watcher = node.NodeWatcher(gpu=GpuSampler(module_name="dltop_tests_no_such_module"), loop_factory=loops.get)
     first = watcher.step()
     assert first.started == [100, 200] and first.ended == [100] and loops[100].closed
-    assert loops[200].collector.stacks.share == 0.5  # two jobs: half a live view's stack budget each
+    assert loops[200].share == 0.5  # two jobs: half a live view's stack budget each
     second = watcher.step()
     assert [s.job.state for s in second.snapshots] == ["running"] and not second.ended
-    assert loops[200].collector.stacks.share == 1.0
+    assert loops[200].share == 1.0
     state = fed(first, second)
     assert series(scrape(state), "dltop_jobs")[0].value == 1
 

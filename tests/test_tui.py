@@ -33,10 +33,8 @@ def recorded(name: str):
 
 def recorded_app(name: str, change=lambda snap: snap):
     from dltop.tui.app import DltopApp
-    from dltop.tui.source import RecordedSource
 
-    source = RecordedSource([change(recorded(name))])
-    return DltopApp(lambda: source, interval=3600)
+    return DltopApp(first=change(recorded(name)))
 
 
 def explained(snap):
@@ -448,9 +446,8 @@ def test_the_gpu_panel_draws_history_and_the_jobs_memory():
     async def run():
         source_snaps = iter(windows)
         from dltop.tui.app import DltopApp
-        from dltop.tui.source import RecordedSource
 
-        app = DltopApp(lambda: RecordedSource(windows[:1]), interval=3600)
+        app = DltopApp(first=windows[0])
         async with app.run_test(size=(100, 30)) as pilot:
             await _shown(pilot)
             for snap in source_snaps:

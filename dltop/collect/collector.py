@@ -171,6 +171,16 @@ class Collector:
         self.discovery.stack_kinds = {(p.pid, p.start_ticks): p.kind for p in procs if p.kind}
         self.discovery.loader_trainers |= {p.pid for p in procs if p.worker_loader}
 
+    def watch(self, pid: Optional[int]) -> None:
+        """The process a person is looking at gets a fresh (non-blocking) stack every tick."""
+        if self.stacks is not None:
+            self.stacks.requested = {pid} if pid else set()
+
+    def share_budget(self, share: float) -> None:
+        """This job's part (0-1) of one live view's stack budget."""
+        if self.stacks is not None:
+            self.stacks.share = share
+
     def settle(self, timeout_s: float = SETTLE_S) -> None:
         """Wait (briefly) for py-spy runs under way, so the next tick has their results."""
         if self.stacks is not None:

@@ -18,6 +18,7 @@ from typing import Callable, Iterator, Optional
 from dltop.diagnose import diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
 from dltop.live.report import summarize
+from dltop.live.schedule import ticks
 from dltop.model import Snapshot
 from dltop.settings import DEFAULTS, Settings
 
@@ -82,22 +83,29 @@ class LiveLoop:
         )
 
     def run(self, interval_s: float, stop: Optional[threading.Event] = None) -> Iterator[Snapshot]:
-        """Snapshots every ``interval_s`` until the job exits (its last Snapshot is yielded) or
-        ``stop`` is set. Pacing keeps to the schedule, so a slow tick does not drift the next."""
-        stop = stop or threading.Event()
-        next_at = self._clock()
-        while not stop.is_set():
+        """Snapshots every ``interval_s`` (on the schedule) until the job exits (its last Snapshot
+        is yielded) or ``stop`` is set."""
+        for _ in ticks(interval_s, stop, self._clock):
             snap = self.step()
             yield snap
             if snap.job.state == "exited":
                 return
-            next_at = max(next_at + interval_s, self._clock())
-            stop.wait(max(0.0, next_at - self._clock()))
 
     def watch(self, pid: Optional[int]) -> None:
         """The process a person is looking at gets a fresh (non-blocking) stack every tick."""
-        if self.collector.stacks is not None:
-            self.collector.stacks.requested = {pid} if pid else set()
+        self.collector.watch(pid)
+
+    def share_budget(self, share: float) -> None:
+        """This job's part (0-1) of one live view's stack budget: a node watcher splits it between jobs."""
+        self.collector.share_budget(share)
+
+    def members(self) -> set[int]:
+        """Every pid of the job now (its launcher, trainers, workers and helpers)."""
+        return set(self.collector.tree.members)
+
+    def log_tail(self, trainer_pid: int) -> str:
+        """The newest lines the trainer wrote to its log file, where it writes to one."""
+        return self.collector.logs.tail(trainer_pid)
 
     def close(self) -> None:
         self.collector.close()

@@ -17,6 +17,7 @@ from dltop.collect.host.gpu import GpuSampler
 from dltop.collect.processes.discovery import Discovery, find_jobs
 from dltop.errors import DltopError
 from dltop.live.loop import WINDOW_TICKS, LiveLoop
+from dltop.live.schedule import ticks
 from dltop.settings import Settings
 
 DISCOVER_EVERY_S = 10.0
@@ -73,8 +74,7 @@ class NodeWatcher:
             self._discover(tick)
         share = 1.0 / max(1, len(self.loops))
         for root, loop in list(self.loops.items()):
-            if loop.collector.stacks is not None:
-                loop.collector.stacks.share = share
+            loop.share_budget(share)
             try:
                 snap = loop.step()
             except Exception as error:  # noqa: BLE001 - one job's trouble must not stop the others
@@ -89,18 +89,15 @@ class NodeWatcher:
 
     def run(self, interval_s: float, stop: threading.Event, sink: Callable[[NodeTick], None]) -> None:
         """``sink(tick)`` every ``interval_s`` until ``stop`` is set, on the schedule (no drift)."""
-        next_at = self._clock()
-        while not stop.is_set():
+        for _ in ticks(interval_s, stop, self._clock):
             sink(self.step())
-            next_at = max(next_at + interval_s, self._clock())
-            stop.wait(max(0.0, next_at - self._clock()))
 
     def close(self) -> None:
         for root in list(self.loops):
             self.loops.pop(root).close()
 
     def _discover(self, tick: NodeTick) -> None:
-        followed = {pid for loop in self.loops.values() for pid in loop.collector.tree.members}
+        followed = {pid for loop in self.loops.values() for pid in loop.members()}
         for tree in find_jobs(self.gpu.holders(), self._discovery, skip=followed):
             try:
                 self.loops[tree.root_pid] = self._loop_factory(tree.root_pid)

@@ -96,7 +96,7 @@ def run_record(args: argparse.Namespace) -> int:
     options = RecordOptions(args.interval, settings, not args.no_stacks, args.max_size, args.on_incident,
                             args.on_incident_timeout, args.incident_dump)  # fmt: skip
     say = (lambda _: None) if args.quiet else _say
-    recorder = Recorder(path, options, log_tail=loop.collector.logs.tail, say=say, warn=_say,
+    recorder = Recorder(path, options, log_tail=loop.log_tail, say=say, warn=_say,
                         dump_job=dump_job if args.incident_dump else None)  # fmt: skip
     stop, caught = threading.Event(), []
 

@@ -17,6 +17,8 @@ from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 from textual.widgets import Footer
 
+from dltop.live.loop import LiveLoop
+from dltop.live.schedule import ticks
 from dltop.model import Snapshot
 from dltop.tui import view
 from dltop.tui.screens import BenchScreen, HelpScreen, PickerScreen, StackScreen
@@ -45,8 +47,10 @@ class Collected(Message):
 
 
 class DltopApp(App):
-    """``source_factory`` opens the Source (it may block: it runs on a thread); with ``pick`` the
-    app starts on the job picker and calls ``source_factory(pid)`` with the chosen pid."""
+    """``source_factory`` opens the live loop it collects from (it may block: it runs on a thread);
+    with ``pick`` the app starts on the job picker and calls ``source_factory(pid)`` with the chosen
+    pid. Without one the app collects nothing and shows what it is fed through ``show``: ``first``
+    at mount, a replay's frames as its cursor moves."""
 
     CSS = CSS
     TITLE = "dltop"
@@ -61,10 +65,12 @@ class DltopApp(App):
         Binding("k", "cursor_up", show=False),
     ]
 
-    def __init__(self, source_factory: Callable, interval: float = 1.0, pick: bool = False,
-                 on_exit: Optional[Callable] = None) -> None:  # fmt: skip
+    def __init__(self, source_factory: Optional[Callable[..., LiveLoop]] = None, interval: float = 1.0,
+                 pick: bool = False, on_exit: Optional[Callable[[], None]] = None,
+                 first: Optional[Snapshot] = None) -> None:  # fmt: skip
         super().__init__()
         self.source_factory, self.interval, self.pick, self.on_exit = source_factory, interval, pick, on_exit
+        self.first = first
         self.source = None
         self.snapshot: Optional[Snapshot] = None
         self.paused = False
@@ -94,8 +100,10 @@ class DltopApp(App):
     def on_mount(self) -> None:
         if self.pick:
             self.push_screen(PickerScreen(), self._picked)
-        else:
+        elif self.source_factory is not None:
             self._collect(None)
+        elif self.first is not None:
+            self.show(self.first)
 
     def _picked(self, pid: Optional[int]) -> None:
         if pid is not None:
@@ -110,8 +118,7 @@ class DltopApp(App):
         except DltopError as err:
             self.call_from_thread(self._fail, str(err))
             return
-        while not self._stop.is_set():
-            began = time.monotonic()
+        for _ in ticks(self.interval, self._stop):
             try:
                 snap = self.source.step()
             except Exception as err:  # noqa: BLE001 - keep the last view and say why it stopped
@@ -123,7 +130,6 @@ class DltopApp(App):
             self.post_message(Collected(snap))
             if snap.job.state == "exited":
                 return
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
 
     def _fail(self, message: str) -> None:
         self.error = message

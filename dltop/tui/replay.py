@@ -5,8 +5,7 @@ top shows the recorded time and a timeline strip of where findings and incidents
 from __future__ import annotations
 
 import textwrap
-import threading
-from typing import Callable, Optional
+from typing import Optional
 
 from rich.text import Text
 from textual import events
@@ -147,25 +146,6 @@ class ReplayHelpScreen(Screen):
         yield Footer()
 
 
-class _Parked:
-    """The Source DltopApp's collection loop gets: a replay collects nothing (the cursor drives
-    ``show``), so ``step`` waits until the app closes."""
-
-    def __init__(self, current: Callable) -> None:
-        self._current = current
-        self._closed = threading.Event()
-
-    def step(self):
-        self._closed.wait()
-        return self._current()
-
-    def watch(self, pid: Optional[int]) -> None:
-        pass
-
-    def close(self) -> None:
-        self._closed.set()
-
-
 class ReplayApp(DltopApp):
     """DltopApp on a Recording: keys move a cursor over its frames and show the frame under it."""
 
@@ -185,7 +165,7 @@ class ReplayApp(DltopApp):
 
     def __init__(self, recording: Recording) -> None:
         interval = recording.header.get("settings", {}).get("interval_s") or 1.0
-        super().__init__(lambda: _Parked(lambda: self.snapshot), interval=interval)
+        super().__init__(interval=interval)  # collects nothing: the cursor feeds ``show``
         self.recording = recording
         self.cursor = 0  # the frame shown
         self._player = None

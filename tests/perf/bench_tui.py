@@ -69,7 +69,6 @@ def refresh_cost(workers: int = 64, refreshes: int = 60) -> float:
     """CPU milliseconds per refresh of the main screen (update and render), median of 3 passes."""
     from dltop.model import snapshot_from_dict
     from dltop.tui.app import DltopApp
-    from dltop.tui.source import RecordedSource
 
     base = snapshot_from_dict(json.loads((ROOT / "tests/fixtures/snapshots/healthy.json").read_text()))
     template = next(p for p in base.processes if p.role == "worker")
@@ -87,7 +86,7 @@ def refresh_cost(workers: int = 64, refreshes: int = 60) -> float:
     snaps = [snap(i) for i in range(refreshes)]
 
     async def run() -> list:
-        app = DltopApp(lambda: RecordedSource(snaps[:1]), interval=3600)
+        app = DltopApp(first=snaps[0])
         costs = []
         async with app.run_test(size=(160, 50)) as pilot:
             while app.snapshot is None:
