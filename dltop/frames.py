@@ -94,7 +94,8 @@ def trainer_phases(samples: list, in_epoch_start: bool = False, workers_starting
     still starting then: a wait for workers at such a moment is start-up whatever the sampling
     caught of the boundary.
     """
-    phases, judged = [], {}
+    phases: list[str] = []
+    judged: dict[tuple[Frame, ...], str] = {}
     for index, frames in enumerate(samples):
         key = tuple(frames)
         phase = judged.get(key) or judged.setdefault(key, trainer_phase(frames))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from dltop.diagnose.relations import grouped
 from dltop.model import STILL_NOTICE_S, ProcessSample, Snapshot, still_for
 from dltop.units import NA, cpu_list, human_bytes, number, percent
@@ -118,5 +120,5 @@ def _activity(p: ProcessSample) -> str:
     return f"{p.activity} {still:.0f}s" if still is not None and still >= STILL_NOTICE_S else p.activity
 
 
-def _tri(value: object) -> str:
-    return {True: "yes", False: "no"}.get(value, "unknown")  # type: ignore[arg-type]
+def _tri(value: Optional[bool]) -> str:
+    return "unknown" if value is None else "yes" if value else "no"

@@ -72,7 +72,7 @@ class Step:
             torch.cuda.synchronize()
 
     def __call__(self, batch: Any) -> None:
-        if self.kind == "cuda":
+        if self.device is not None:
             to_device(batch, self.device, non_blocking=True)
             for _ in range(self._iterations):
                 self._a @ self._a

@@ -8,7 +8,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import psutil
 from torch.utils.data import DataLoader
@@ -114,7 +114,7 @@ class _Epochs:
 
     def __init__(self, loader: DataLoader) -> None:
         self.loader = loader
-        self.iterator = iter(loader)
+        self.iterator: Iterator[Any] = iter(loader)
 
     def __iter__(self) -> _Epochs:
         return self

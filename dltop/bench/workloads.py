@@ -23,14 +23,16 @@ from torch.utils.data import Dataset, IterableDataset
 from dltop.errors import DltopError
 from dltop.uncached import read_uncached
 
-PRESETS = {
+PRESETS: dict[str, dict[str, float]] = {
     "synthetic-cpu": {"cpu_ms": 4.0, "sample_kb": 64},
     "synthetic-io": {"read_kb": 256, "sample_kb": 64},
     "mixed": {"cpu_ms": 2.0, "read_kb": 128, "sample_kb": 64},
     "twin": {},
 }
 PARAMS = ("cpu_ms", "io_ms", "read_kb", "sample_kb", "length", "files")
-DEFAULTS = {"cpu_ms": 0.0, "io_ms": 0.0, "read_kb": 0, "sample_kb": 64, "length": 100_000, "files": 64}
+DEFAULTS: dict[str, float] = {
+    "cpu_ms": 0.0, "io_ms": 0.0, "read_kb": 0, "sample_kb": 64, "length": 100_000, "files": 64
+}  # fmt: skip
 
 
 class SyntheticDataset(Dataset):

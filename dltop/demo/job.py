@@ -73,7 +73,8 @@ class SyntheticDataset(Dataset):
             read_uncached(self.read_file)
             Path(f"{self.read_file}.read-by-{os.getpid()}").touch()
         self._served += 1
-        if self.hang and self._served > self.hang_at and get_worker_info() and get_worker_info().id == 0:
+        worker = get_worker_info()
+        if self.hang and self._served > self.hang_at and worker is not None and worker.id == 0:
             _record(self.report, "hang", at=time.time())
             _hang(self.hang)
         if self.open_files and not self._held:

@@ -92,7 +92,8 @@ def _trainer_values(job_pid: int, pid: int, sample: Optional[ProcessSample]) -> 
 def loader_names(loaders: list) -> list:
     """One trainer's loaders by the Dataset class they serve ('' before a worker was read);
     a second loader of the same class is 'Name#2'."""
-    names, seen = [], {}
+    names: list[str] = []
+    seen: dict[str, int] = {}
     for loader in loaders:
         base = loader.dataset or ""
         seen[base] = seen.get(base, 0) + 1

@@ -49,7 +49,7 @@ STILL_NOTICE_S = 5.0
 
 def severity_rank(severity: str) -> int:
     """0 for the most severe; an unknown severity after every known one."""
-    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)  # type: ignore[arg-type]
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
 
 
 def most_severe(severities: list[str]) -> Optional[str]:

@@ -24,6 +24,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Optional
 
 import msgpack
 import zstandard
@@ -66,7 +67,7 @@ def pack(value: object) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
 
-def unpack(data: bytes) -> object:
+def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False)
 
 
@@ -113,7 +114,7 @@ class SegmentEncoder:
 
     def __init__(self) -> None:
         self._compressor = zstandard.ZstdCompressor(level=LEVEL)
-        self._stream = None
+        self._stream: Optional[zstandard.ZstdCompressionObj] = None
         self.frames = 0  # frames in the current segment
 
     def encode(self, raw: bytes, new_segment: bool = False) -> tuple:

@@ -87,6 +87,7 @@ class Recording:
         if not self.path.is_file():
             raise DltopError(f"no recording at {self.path}")
         newest = _open_part(self.path, strict=True)
+        assert newest is not None  # strict: a bad file raised
         parts = [newest]
         for sibling in sorted(self.path.parent.glob(f"{glob.escape(self.path.name)}.*")):
             if sibling.suffix[1:].isdigit():
@@ -164,7 +165,7 @@ class Recording:
             stop = self._offsets[index] + self._sizes[index]
             data = memoryview(os.pread(part.fd, stop - start, start))
 
-            def read(size: int, offset: int) -> bytes:
+            def read(size: int, offset: int) -> memoryview:  # no copy: slices of one read
                 return data[offset - start : offset - start + size]
 
             try:

@@ -78,7 +78,7 @@ class Recorder:
             while self._recent[0][0] < at - incidents.BUNDLE_FRAMES_S:
                 self._recent.popleft()
             for finding in self._detector.new(snap.findings):
-                self._incident(at, doc["findings"][snap.findings.index(finding)], snap)
+                self._incident(self.writer, at, doc["findings"][snap.findings.index(finding)], snap)
         except OSError as err:
             kept = self.writer.frames if self.writer else 0
             raise DltopError(
@@ -107,19 +107,16 @@ class Recorder:
             "encoding": f"msgpack frames, a zstd stream per {fmt.SEGMENT_FRAMES}-frame segment",
         }
 
-    def _incident(self, at: float, finding: dict, snap: Snapshot) -> None:
+    def _incident(self, writer: RecordingWriter, at: float, finding: dict, snap: Snapshot) -> None:
         self.incidents += 1
         number = self.incidents
-        directory: Optional[Path] = incidents.bundle_dir(self.path, number, finding["id"])
-        if number > incidents.MAX_BUNDLES:
-            directory = None
-        else:
+        directory: Optional[Path] = None
+        if number <= incidents.MAX_BUNDLES:
             try:
-                self._write_bundle(directory, number, finding, snap)
+                directory = self._write_bundle(writer, number, finding, snap)
             except (OSError, DltopError) as err:  # a bundle that cannot be written never stops the recording
                 self._warn(f"incident {number} ({finding['id']}): no bundle: {err}")
-                directory = None
-        self.writer.incident(at, {"number": number, "finding": finding,
+        writer.incident(at, {"number": number, "finding": finding,
                                   "bundle": directory.name if directory else None})  # fmt: skip
         self._say(
             f"incident {number}: [{finding['severity']}] {finding['title']}" + (f" → {directory}" if directory else "")
@@ -130,15 +127,18 @@ class Recorder:
             thread.start()
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
-    def _write_bundle(self, directory: Path, number: int, finding: dict, snap: Snapshot) -> None:
+    def _write_bundle(self, writer: RecordingWriter, number: int, finding: dict, snap: Snapshot) -> Path:
+        """The incident's bundle directory, written."""
+        directory = incidents.bundle_dir(self.path, number, finding["id"])
         incident = {"schema": incidents.BUNDLE_SCHEMA, "number": number, "finding": finding, "at": snap.taken_at,
-                    "job": self.writer.header["job"], "recording": str(self.path.resolve())}  # fmt: skip
+                    "job": writer.header["job"], "recording": str(self.path.resolve())}  # fmt: skip
         tails = {pid: self._log_tail(pid) for pid in snap.job.trainer_pids}
         incidents.write_bundle(directory, incident, snap, tails)
-        frames = RecordingWriter(directory / "frames.dltop", {**self.writer.header, "bundle": directory.name})
+        frames = RecordingWriter(directory / "frames.dltop", {**writer.header, "bundle": directory.name})
         for at, raw, meta in self._recent:
             frames.frame(at, raw, meta)
         frames.close(f"incident {number}: the {incidents.BUNDLE_FRAMES_S:.0f} s before it")
+        return directory
 
     def _after_bundle(self, directory: Optional[Path], number: int, finding: dict, job_pid: int) -> None:
         """The dump (pauses the job's processes briefly), then the hook, on a thread of their own:

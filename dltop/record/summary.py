@@ -30,7 +30,8 @@ class Span:
 def finding_spans(metas: list, frames: int) -> list:
     """Every stretch of frames a finding was shown in, oldest first, from ``Recording.metas()``
     of a recording of ``frames`` frames; its highest severity."""
-    spans, shown = [], {}
+    spans: list[Span] = []
+    shown: dict[tuple[str, tuple[int, ...]], Span] = {}
     for frame, _state, findings in metas:
         now = {(f[0], tuple(f[2])): f for f in findings}
         for key in [k for k in shown if k not in now]:
@@ -38,7 +39,7 @@ def finding_spans(metas: list, frames: int) -> list:
             spans.append(shown.pop(key))
         for key, (fid, severity, pids, title) in now.items():
             current = shown.setdefault(key, Span(fid, severity, title, list(pids), frame))
-            current.severity = most_severe([current.severity, severity])
+            current.severity = most_severe([current.severity, severity]) or severity
     for current in shown.values():
         current.last = frames - 1
         spans.append(current)

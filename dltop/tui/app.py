@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from functools import partial
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Union
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -34,6 +34,7 @@ FindingsPanel { height: auto; border: round $primary-darken-2; }
 .compact FindingsPanel { border: none; border-top: round $primary-darken-2; }
 """
 COMPACT_BELOW = 30  # terminal rows under which the panels drop their borders (80x24 needs every row)
+Layout = tuple[Union[int, str], str, Optional[int]]  # table height, findings height and max height
 TABLE_MIN_ROWS = 6  # the process table keeps this many rows (header included) before findings grow
 
 
@@ -71,13 +72,13 @@ class DltopApp(App):
         super().__init__()
         self.source_factory, self.interval, self.pick, self.on_exit = source_factory, interval, pick, on_exit
         self.first = first
-        self.source = None
+        self.source: Optional[LiveLoop] = None
         self.snapshot: Optional[Snapshot] = None
         self.paused = False
         self.error: Optional[str] = None
-        self.refresh_ms: list = []  # UI time per refresh, for the figures
+        self.refresh_ms: list[float] = []  # UI time per refresh, for the figures
         self._stop = threading.Event()
-        self._layout: tuple = ()  # (table height, findings height, findings max height) applied
+        self._layout: Optional[Layout] = None  # applied
         self._fitted_for: tuple = ()  # what the last fit worked from, besides the screen's size
         self._fit_pending = False
 
@@ -113,14 +114,15 @@ class DltopApp(App):
     def _collect(self, pid: Optional[int]) -> None:
         from dltop.errors import DltopError
 
+        assert self.source_factory is not None  # on_mount collects only with one
         try:
-            self.source = self.source_factory(pid) if self.pick else self.source_factory()
+            self.source = source = self.source_factory(pid) if self.pick else self.source_factory()
         except DltopError as err:
             self.call_from_thread(self._fail, str(err))
             return
         for _ in ticks(self.interval, self._stop):
             try:
-                snap = self.source.step()
+                snap = source.step()
             except Exception as err:  # noqa: BLE001 - keep the last view and say why it stopped
                 if not self._stop.is_set():
                     self.call_from_thread(self.notify, f"collection stopped: {err}", severity="error", timeout=60)
@@ -139,8 +141,9 @@ class DltopApp(App):
         self.show(message.snap)
 
     def show(self, snap: Snapshot) -> None:
-        first = self.snapshot is None
-        exited_now = snap.job.state == "exited" and (first or self.snapshot.job.state != "exited")
+        before = self.snapshot
+        first = before is None
+        exited_now = snap.job.state == "exited" and (before is None or before.job.state != "exited")
         self.snapshot = snap
         if self.paused:
             return
@@ -181,7 +184,7 @@ class DltopApp(App):
         the findings the rest; a long one takes what the findings leave it, keeping a few rows,
         and the findings never lose their first entry while the screen has room for it."""
         self._fit_pending = False
-        if not self.is_mounted or self.screen is not self.screen_stack[0]:
+        if not self.is_running or self.screen is not self.screen_stack[0]:
             return
         self._fitted_for = self._layout_inputs()
         panel, table = self.query_one(FindingsPanel), self.query_one(WorkersTable)
@@ -194,7 +197,7 @@ class DltopApp(App):
         need, first = sum(heights) + border, (heights[0] if heights else 1) + border
         rows = len(table.keys) + 1
         if rows + need <= room:
-            layout = (rows, "1fr", None)
+            layout: Layout = (rows, "1fr", None)
         else:
             floor = min(rows, TABLE_MIN_ROWS)
             layout = ("1fr", "auto", max(3, min(max(first, room - floor), room - 2)))
@@ -218,7 +221,7 @@ class DltopApp(App):
         if self.source is not None:
             self.source.watch(pid)
         screen = StackScreen(pid)
-        self.push_screen(screen, lambda _: self.source and self.source.watch(None))
+        self.push_screen(screen, lambda _: self.source.watch(None) if self.source is not None else None)
         self.call_after_refresh(screen.show, self.snapshot)
 
     def action_sort(self) -> None:

@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
@@ -100,7 +101,9 @@ class TimelineBar(Widget):
         if event.y == 1 and self.size.width > 1:
             times = self.recording.times
             at = times[0] + event.x / (self.size.width - 1) * (times[-1] - times[0])
-            self.app.goto(self.recording.index_at(at))
+            app = self.app
+            if isinstance(app, ReplayApp):
+                app.goto(self.recording.index_at(at))
 
 
 class GotoScreen(ModalScreen):
@@ -168,7 +171,7 @@ class ReplayApp(DltopApp):
         super().__init__(interval=interval)  # collects nothing: the cursor feeds ``show``
         self.recording = recording
         self.cursor = 0  # the frame shown
-        self._player = None
+        self._player: Optional[Timer] = None
         self.spans: list = finding_spans(list(recording.metas()), len(recording))
 
     def compose(self) -> ComposeResult:

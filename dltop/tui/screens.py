@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Optional
 
 from rich.text import Text
 from textual import work
@@ -168,7 +169,7 @@ class PickerScreen(Screen):
             )
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.dismiss(int(event.row_key.value))
+        self.dismiss(int(str(event.row_key.value)))
 
 
 class BenchScreen(Screen):
@@ -179,7 +180,7 @@ class BenchScreen(Screen):
     def __init__(self, finding) -> None:
         super().__init__()
         self.finding = finding
-        self.proc = None
+        self.proc: Optional[subprocess.Popen[str]] = None
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Benching: {self.finding.suggestion}\n(a twin of this job, current vs suggested; the job"
@@ -195,11 +196,11 @@ class BenchScreen(Screen):
         command = [sys.executable, "-m", "dltop", "bench", *self.finding.bench_args]
         log = self.query_one("#log", Log)
         self.app.call_from_thread(log.write_line, "$ dltop bench " + " ".join(self.finding.bench_args))
-        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)  # fmt: skip
-        for line in self.proc.stdout:
+        self.proc = proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                            start_new_session=True)  # fmt: skip
+        for line in proc.stdout or ():
             self.app.call_from_thread(log.write_line, line.rstrip())
-        self.proc.wait()
+        proc.wait()
 
     def action_close(self) -> None:
         self.stop()

@@ -187,7 +187,7 @@ def _process_row(p: ProcessSample, taken: datetime, snapshot: Snapshot) -> Row:
     rank = f" r{p.rank}" if p.rank is not None and p.role == "trainer" else ""
     role = f"{p.role}{rank}" if p.role in ("trainer", "launcher") else f" └ {p.role}"
     alert = None
-    activity = p.activity if p.activity != "unknown" else ""
+    activity: str = p.activity if p.activity != "unknown" else ""
     still = still_for(p)
     if p.activity == "waiting-for-data" and (p.stuck_s or 0) >= STILL_NOTICE_S:
         activity = f"waiting {clock(p.stuck_s or 0)}"  # the trainer is not at fault: its workers are

@@ -322,8 +322,8 @@ class FindingsPanel(OptionList):
     def on_mount(self) -> None:
         self.findings: list = []  # every finding of the snapshot
         self.entries: list[Entry] = []  # one option each
-        self._shown = None
-        self._option_heights: dict = {}  # width -> rows of each option
+        self._shown: Optional[list[tuple]] = None
+        self._option_heights: dict[int, list[int]] = {}  # width -> rows of each option
         self._title()
 
     def show(self, snap: Snapshot) -> None:
@@ -336,7 +336,7 @@ class FindingsPanel(OptionList):
         highlighted = self.highlighted
         self.findings = list(snap.findings)
         self.entries = grouped(snap.findings)
-        self._option_heights: dict = {}
+        self._option_heights = {}
         self.clear_options()
         if not self.entries:
             judged = view.badge(snap).state not in ("measuring", "no-stacks")
@@ -370,7 +370,8 @@ class FindingsPanel(OptionList):
         worked out once per set of findings and width, not every refresh."""
         if width not in self._option_heights:
             self._option_heights[width] = [
-                self._get_visual(option).get_height(self.styles, width) for option in self.options
+                self._get_visual(option).get_height(self.styles, width)  # type: ignore[arg-type]
+                for option in self.options
             ]
         return self._option_heights[width]
 

@@ -29,7 +29,7 @@ class TrainerWorkers:
 
 class WorkerLifecycle:
     def __init__(self) -> None:
-        self.trainers: dict = {}  # trainer pid -> TrainerWorkers
+        self.trainers: dict[int, TrainerWorkers] = {}
 
     def update(
         self,
@@ -70,7 +70,9 @@ class WorkerLifecycle:
     def late_codes(self, trainer_pid: int, exit_codes: dict, from_log: bool = False) -> None:
         """Exit statuses learnt after the worker vanished (a tick later, or from the trainer's log)."""
         history = self.trainers.get(trainer_pid)
-        for index, worker in enumerate(history.exited if history else ()):
+        if history is None:
+            return
+        for index, worker in enumerate(history.exited):
             if worker.pid not in exit_codes or worker.in_trainer_log:
                 continue
             code = exit_codes[worker.pid] if exit_codes[worker.pid] is not None else worker.exit_code

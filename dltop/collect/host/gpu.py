@@ -99,7 +99,7 @@ class GpuSampler:
 
     def _processes(self, handle: Any) -> list:
         nvml = self._nvml
-        found = []
+        found: list[Any] = []
         for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
             if hasattr(nvml, getter):
                 found += _reading(nvml, getattr(nvml, getter), handle) or []

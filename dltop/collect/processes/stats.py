@@ -15,7 +15,7 @@ import os
 import pwd
 import time
 from datetime import datetime, timezone
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import psutil
 
@@ -95,7 +95,7 @@ class ProcessSampler:
         for a torch worker. With ``read_memory`` False the last reading is reused.
         """
         key = (member.pid, stat.start_ticks)
-        base = dict(
+        base: dict[str, Any] = dict(
             pid=member.pid,
             ppid=stat.ppid,
             role=member.role,
@@ -148,8 +148,9 @@ class ProcessSampler:
             unavailable["uss_bytes"] = unavailable["pss_bytes"] = self._denied(key)
         self.memory_read_at[key] = now
 
-    def _read(self, stat: procfs.Stat, key: tuple, base: dict, read_memory: bool) -> ProcessSample:
-        pid, unavailable = stat.pid, {}
+    def _read(self, stat: procfs.Stat, key: tuple, base: dict[str, Any], read_memory: bool) -> ProcessSample:
+        pid = stat.pid
+        unavailable: dict[str, str] = {}
         now = self._clock()
         started, started_at, user = self._static_facts(stat, key)
         cpu_s = stat.cpu_ticks / procfs.CLOCK_TICKS
