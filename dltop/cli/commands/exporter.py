@@ -1,4 +1,4 @@
-"""``dltop exporter``: arguments and entry point (heavy imports inside it).
+"""``dltop exporter``: serve every training job on this node as Prometheus metrics (prometheus-client loads in run).
 
 One process per node: it follows every training job (dltop/live/node.py), keeps the newest view in
 a sink (export/state.py) and serves it at /metrics (export/metrics.py, export/server.py).
@@ -14,8 +14,10 @@ import socket
 import sys
 import threading
 
-from dltop.cli import _positive, _stack_options
+from dltop.cli.options import _positive, add_stack_options, settings_from
 
+NAME = "exporter"
+HELP = "serve every training job on this node as Prometheus metrics"
 DEFAULT_PORT = 9488  # not node_exporter's 9100, dcgm-exporter's 9400, nvitop's 8000, Prometheus's 9090/9091
 DEFAULT_INTERVAL_S = 5.0
 WINDOW_S = 120.0  # span each job's diagnosis looks back over, as in the live view (120 ticks at 1 Hz)
@@ -50,15 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="look for new jobs this often (default 10, or --interval if longer)",
     )
-    _stack_options(parser)
+    add_stack_options(parser)
 
 
-def run_exporter(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from dltop.export.metrics import NodeCollector
     from dltop.export.server import registry_for, serve
     from dltop.export.state import ExporterState
     from dltop.live.node import DISCOVER_EVERY_S, NodeWatcher
-    from dltop.settings import Settings
 
     state = ExporterState()
     hostname = os.environ.get("NODE_NAME") or socket.gethostname()  # dcgm-exporter's Hostname label
@@ -70,7 +71,7 @@ def run_exporter(args: argparse.Namespace) -> int:
         flush=True,
     )
     watcher = NodeWatcher(
-        Settings(hang_after_s=args.hang_after),
+        settings_from(args),
         stacks=not args.no_stacks,
         discover_every_s=args.discover_every or max(DISCOVER_EVERY_S, args.interval),
         window_ticks=max(2, math.ceil(WINDOW_S / args.interval)),

@@ -1,17 +1,22 @@
-"""``dltop record`` and ``dltop replay``: arguments and entry points (heavy imports inside them)."""
+"""``dltop record``: the flight recorder, a job's snapshots to a file until it exits, with incident bundles."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import signal
 import sys
 import threading
 from pathlib import Path
+from types import FrameType
+from typing import Optional
 
+from dltop.cli.options import _positive, add_stack_options, settings_from
 from dltop.errors import DltopError
+from dltop.record.incidents import BUNDLE_FRAMES_S, HOOK_TIMEOUT_S
 
+NAME = "record"
+HELP = "record a job all night, with incident bundles (flight recorder)"
 MIN_MAX_SIZE = 32 << 10
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?$", re.IGNORECASE)
 
@@ -28,10 +33,7 @@ def _size(text: str) -> int:
     return size
 
 
-def add_record_arguments(parser: argparse.ArgumentParser) -> None:
-    from dltop.cli import _positive, _stack_options
-    from dltop.record.incidents import BUNDLE_FRAMES_S, HOOK_TIMEOUT_S
-
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Record a job's snapshots, one frame per tick, until it exits (SIGTERM or Ctrl-C also close the file"
         " cleanly). When a fault first appears (worker-hung, worker-died, trainer-stalled or any error finding)"
@@ -48,7 +50,7 @@ def add_record_arguments(parser: argparse.ArgumentParser) -> None:
         help="where to write (default: dltop-<host>-<pid>-<time>.dltop here); never overwritten",
     )
     parser.add_argument("--interval", type=_positive, default=1.0, help="seconds between frames (default 1)")
-    _stack_options(parser)
+    add_stack_options(parser)
     parser.add_argument("--max-size", type=_size, metavar="SIZE",
                         help="keep at most SIZE on disk (e.g. 500M, 2G): the file rotates at a quarter of SIZE"
                              " (FILE -> FILE.1 -> FILE.2 -> FILE.3) and the oldest quarter is dropped; replay"
@@ -67,30 +69,14 @@ def add_record_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only problems (for systemd, nohup)")
 
 
-def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
-    from dltop.record.times import FORMS
-
-    parser.description = (
-        "Replay a recording in the TUI (every panel at the moment under the cursor), print the snapshot at a"
-        " moment, or print the run's timeline. A cut-off or damaged file replays up to its last good frame."
-    )
-    parser.add_argument("file", type=Path, metavar="FILE", help="a recording made by dltop record")
-    parser.add_argument("--at", metavar="TIME", help=f"print the snapshot at TIME: {FORMS}")
-    parser.add_argument("--summary", action="store_true",
-                        help="print the timeline: start, end, findings raised and cleared, incidents")  # fmt: skip
-    parser.add_argument("--json", action="store_true",
-                        help="with --at: the dltop.snapshot/1 document; with --summary: dltop.timeline/1")  # fmt: skip
-
-
-def run_record(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from dltop.collect.stacks.full_dump import dump_job
     from dltop.live.loop import open_loop
     from dltop.record.recorder import Recorder, RecordOptions, default_path
-    from dltop.settings import Settings
 
     if args.output is not None and args.output.exists():
         raise DltopError(f"{args.output} exists: dltop never writes over a recording (choose another name)")
-    settings = Settings(hang_after_s=args.hang_after)
+    settings = settings_from(args)
     loop = open_loop(args.pid, settings, not args.no_stacks)  # a bad pid fails here, in one line
     path = args.output or default_path(loop.pid)
     options = RecordOptions(args.interval, settings, not args.no_stacks, args.max_size, args.on_incident,
@@ -100,7 +86,7 @@ def run_record(args: argparse.Namespace) -> int:
                         dump_job=dump_job if args.incident_dump else None)  # fmt: skip
     stop, caught = threading.Event(), []
 
-    def on_signal(number: int, _frame) -> None:
+    def on_signal(number: int, _frame: Optional[FrameType]) -> None:
         caught.append(number)
         stop.set()  # the tick under way finishes; then the file is closed
 
@@ -124,49 +110,3 @@ def run_record(args: argparse.Namespace) -> int:
 
 def _say(line: str) -> None:
     print(f"dltop record: {line}", file=sys.stderr, flush=True)
-
-
-def run_replay(args: argparse.Namespace) -> int:
-    from dltop.record.reader import Recording
-
-    if args.json and not (args.at or args.summary):
-        raise DltopError("--json goes with --at TIME or --summary")
-    recording = Recording(args.file)
-    try:
-        if args.summary:
-            _print_summary(recording, args.json)
-        elif args.at:
-            _print_moment(recording, args.at, args.json)
-        else:
-            return _replay_tui(recording)
-    finally:
-        recording.close()
-    return 0
-
-
-def _print_summary(recording, as_json: bool) -> None:
-    from dltop.record.summary import render_summary, timeline
-
-    doc = timeline(recording)
-    print(json.dumps(doc, indent=2) if as_json else render_summary(doc))
-
-
-def _print_moment(recording, when: str, as_json: bool) -> None:
-    from dltop.model import snapshot_from_dict
-    from dltop.record.times import parse_when
-    from dltop.text_report import render
-
-    if recording.stopped:
-        print(f"dltop: note: {recording.stopped}", file=sys.stderr)
-    at = parse_when(when, recording.times[0], recording.times[-1])
-    doc = recording.document(recording.index_at(at))
-    print(json.dumps(doc, indent=2) if as_json else render(snapshot_from_dict(doc)))
-
-
-def _replay_tui(recording) -> int:
-    from dltop.cli import _need_terminal
-    from dltop.tui.replay import ReplayApp
-
-    _need_terminal()
-    ReplayApp(recording).run()
-    return 0

@@ -1,0 +1,39 @@
+"""``dltop [--pid P]``: the live view of one job, or without --pid a picker of the jobs on this machine.
+
+It is no subcommand: its options sit on the top-level parser, and main runs it when no command is named.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dltop.cli.options import _positive, add_stack_options, need_terminal, settings_from
+from dltop.errors import DltopError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pid", type=int, help="watch this job live (the trainer, a worker or its launcher)")
+    parser.add_argument("--interval", type=_positive, default=1.0, help="seconds between refreshes (default 1)")
+    add_stack_options(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dltop.live.loop import open_loop
+    from dltop.tui.app import DltopApp
+
+    settings = settings_from(args)
+    if args.pid is None:
+        need_terminal()
+        app = DltopApp(lambda pid: open_loop(pid, settings, not args.no_stacks), args.interval, pick=True)
+    else:
+        source = open_loop(args.pid, settings, not args.no_stacks)  # a bad pid fails here, in one line
+        try:
+            need_terminal()
+        except DltopError:
+            source.close()
+            raise
+        app = DltopApp(lambda: source, interval=args.interval)
+    app.run()
+    if app.error:
+        raise DltopError(app.error)
+    return 0
