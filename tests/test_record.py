@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from dltop.model import snapshot_from_dict
@@ -151,6 +152,10 @@ def test_a_deadlocked_worker_gives_one_bundle_and_one_hook_run(start_job, tmp_pa
     worker_part = stacks.split(f"worker {hung_pid} ")[1]
     assert "▶ _hang (" in worker_part and "_FLUSH_LOCK" in worker_part  # the stuck frame and its source line
     assert "worker-hung" in (bundle / "report.txt").read_text()
+    # the bundle holds stacks with source lines and log tails: the recording user's alone
+    assert mode(bundle) == 0o700 and {mode(f) for f in bundle.iterdir()} == {0o600}
+    assert mode(path) == mode(fmt.index_path(path)) == 0o600
+    assert incident["access"]["recorded_by"] == incident["access"]["job_user"] == psutil.Process().username()
     with Recording(bundle / "frames.dltop") as frames:
         assert len(frames) >= 2 and frames.document(len(frames) - 1)["findings"]
     (line,) = hooks.read_text().splitlines()
@@ -229,6 +234,32 @@ def test_a_garbage_tail_or_a_cut_replays_to_the_last_good_frame(exited_recording
     assert documents(stale) == docs
 
 
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_group_access_lets_that_group_read_and_no_one_else(tmp_path):
+    from dltop.record.access import access_for
+
+    group = str(os.getgid())
+    access = access_for(group)
+    write = RecordingWriter(tmp_path / "g.dltop", {"schema": fmt.SCHEMA, "job": {}}, access=access)
+    write.close("test")
+    access.mkdir(tmp_path / "bundle")
+    access.write_text(tmp_path / "bundle" / "report.txt", "x")
+    for path, expected in ((tmp_path / "g.dltop", 0o640), (fmt.index_path(tmp_path / "g.dltop"), 0o640),
+                           (tmp_path / "bundle", 0o750), (tmp_path / "bundle" / "report.txt", 0o640)):  # fmt: skip
+        assert mode(path) == expected and path.stat().st_gid == int(group), path
+    old = os.umask(0)  # a permissive umask changes nothing: never the world's
+    try:
+        private = RecordingWriter(tmp_path / "p.dltop", {"schema": fmt.SCHEMA, "job": {}})
+        private.close("test")
+    finally:
+        os.umask(old)
+    assert mode(tmp_path / "p.dltop") == 0o600
+    assert_one_line_error(run_dltop("record", "--pid", "1", "--group", "no-such-group-here"), "no such group")
+
+
 def test_not_a_recording_newer_formats_and_bad_pids_are_one_line(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("hello\n")
@@ -242,6 +273,9 @@ def test_not_a_recording_newer_formats_and_bad_pids_are_one_line(tmp_path):
     writer.close("test")
     assert_one_line_error(run_dltop("replay", str(schema)), "dltop.recording/9")
     assert_one_line_error(run_dltop("record", "--pid", str(PID_MAX + 1)), "no process with pid")
+    # a folder that is not there: one line, before any word about recording
+    assert_one_line_error(run_dltop("record", "--pid", str(os.getpid()), "-o", "/nonexistent/dir/x.dltop"),
+                          "there is no directory /nonexistent/dir")  # fmt: skip
     assert_one_line_error(run_dltop("replay", str(schema), "--json"), "--json goes with")
 
 

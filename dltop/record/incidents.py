@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from dltop.record.access import Access
+
 if TYPE_CHECKING:  # `dltop --help` reads this module's defaults: it stays light
     from dltop.model import Snapshot
 
@@ -48,17 +50,17 @@ def bundle_dir(recording: Path, number: int, finding_id: str) -> Path:
     return recording.with_name(f"{stem}.incident-{number}-{finding_id}")
 
 
-def write_bundle(directory: Path, incident: dict, snap: Snapshot, log_tails: dict) -> None:
+def write_bundle(directory: Path, incident: dict, snap: Snapshot, log_tails: dict, access: Access) -> None:
     """Everything but the frames (``frames.dltop``, written by the recorder) and the dump."""
     from dltop.text_report import render
 
-    directory.mkdir()
-    (directory / "incident.json").write_text(json.dumps(incident, indent=2) + "\n")
-    (directory / "report.txt").write_text(render(snap) + "\n")
-    (directory / "stacks.txt").write_text(stacks_text(snap))
+    access.mkdir(directory)
+    access.write_text(directory / "incident.json", json.dumps(incident, indent=2) + "\n")
+    access.write_text(directory / "report.txt", render(snap) + "\n")
+    access.write_text(directory / "stacks.txt", stacks_text(snap))
     for pid, text in log_tails.items():
         if text:
-            (directory / f"trainer-{pid}.log").write_text(text)
+            access.write_text(directory / f"trainer-{pid}.log", text)
 
 
 def stacks_text(snap: Snapshot) -> str:
@@ -87,7 +89,7 @@ def _frame_lines(frames: list) -> list:
     return lines
 
 
-def write_dump(directory: Path, dump_job, pid: int) -> None:
+def write_dump(directory: Path, dump_job, pid: int, access: Access) -> None:
     """``--incident-dump``: py-spy with locals, pausing each process briefly (as ``dltop dump``)."""
     from dltop.collect.stacks.full_dump import render_dump
     from dltop.errors import DltopError
@@ -95,10 +97,10 @@ def write_dump(directory: Path, dump_job, pid: int) -> None:
     try:
         dump = dump_job(pid)
     except DltopError as err:
-        (directory / "dump.txt").write_text(f"no dump: {err}\n")
+        access.write_text(directory / "dump.txt", f"no dump: {err}\n")
         return
-    (directory / "dump.json").write_text(json.dumps(dump, indent=2) + "\n")
-    (directory / "dump.txt").write_text(render_dump(dump) + "\n")
+    access.write_text(directory / "dump.json", json.dumps(dump, indent=2) + "\n")
+    access.write_text(directory / "dump.txt", render_dump(dump) + "\n")
 
 
 def run_hook(command: str, env: dict, timeout_s: float) -> Optional[str]:

@@ -5,6 +5,7 @@ with locals, which pauses each process briefly, because the user asked for it.""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -16,11 +17,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from dltop import __version__
+from dltop.collect.processes import procfs
 from dltop.errors import DltopError
 from dltop.model import SCHEMA as SNAPSHOT_SCHEMA
 from dltop.model import Snapshot
 from dltop.record import format as fmt
 from dltop.record import incidents
+from dltop.record.access import PRIVATE, Access, group_name
 from dltop.record.writer import RecordingWriter
 from dltop.settings import DEFAULTS, Settings
 
@@ -36,6 +39,7 @@ class RecordOptions:
     on_incident: Optional[str] = None
     hook_timeout_s: float = incidents.HOOK_TIMEOUT_S
     incident_dump: bool = False
+    access: Access = PRIVATE  # who may read the files besides the recording user
 
 
 def default_path(job_pid: int, now: Optional[float] = None) -> Path:
@@ -72,7 +76,7 @@ class Recorder:
         raw, meta = fmt.pack(doc), fmt.frame_meta(snap.job.state, snap.findings)
         try:
             if self.writer is None:
-                self.writer = RecordingWriter(self.path, self._header(doc), self.options.max_size)
+                self.writer = RecordingWriter(self.path, self._header(doc), self.options.max_size, self.options.access)
             self.writer.frame(at, raw, meta)
             self._recent.append((at, raw, meta))
             while self._recent[0][0] < at - incidents.BUNDLE_FRAMES_S:
@@ -103,8 +107,21 @@ class Recorder:
                 "incident_dump": options.incident_dump,
                 "on_incident": bool(options.on_incident),  # not the command: it may hold a token
             },
+            "access": self.access_note(doc),
             "frame_schema": SNAPSHOT_SCHEMA,
             "encoding": f"msgpack frames, a zstd stream per {fmt.SEGMENT_FRAMES}-frame segment",
+        }
+
+    def access_note(self, doc: dict) -> dict:
+        """Whose job this is, who recorded it and who may read the files: said in the header and
+        every bundle, so a recording of another user's job made as root says so."""
+        job_user = next((p["user"] for p in doc["processes"] if p["pid"] == doc["job"]["pid"]), None)
+        gid = self.options.access.gid
+        return {
+            "job_user": job_user,
+            "recorded_by": procfs.user_name(os.geteuid()),
+            "readable_by": "the recording user" if gid is None else f"the recording user and group {group_name(gid)}",
+            "file_mode": f"{self.options.access.file_mode:04o}",
         }
 
     def _incident(self, writer: RecordingWriter, at: float, finding: dict, snap: Snapshot) -> None:
@@ -131,10 +148,13 @@ class Recorder:
         """The incident's bundle directory, written."""
         directory = incidents.bundle_dir(self.path, number, finding["id"])
         incident = {"schema": incidents.BUNDLE_SCHEMA, "number": number, "finding": finding, "at": snap.taken_at,
-                    "job": writer.header["job"], "recording": str(self.path.resolve())}  # fmt: skip
+                    "job": writer.header["job"], "access": writer.header["access"],
+                    "recording": str(self.path.resolve())}  # fmt: skip
         tails = {pid: self._log_tail(pid) for pid in snap.job.trainer_pids}
-        incidents.write_bundle(directory, incident, snap, tails)
-        frames = RecordingWriter(directory / "frames.dltop", {**writer.header, "bundle": directory.name})
+        incidents.write_bundle(directory, incident, snap, tails, self.options.access)
+        frames = RecordingWriter(
+            directory / "frames.dltop", {**writer.header, "bundle": directory.name}, access=self.options.access
+        )
         for at, raw, meta in self._recent:
             frames.frame(at, raw, meta)
         frames.close(f"incident {number}: the {incidents.BUNDLE_FRAMES_S:.0f} s before it")
@@ -144,7 +164,7 @@ class Recorder:
         """The dump (pauses the job's processes briefly), then the hook, on a thread of their own:
         neither delays a tick."""
         if directory and self.options.incident_dump and self._dump_job is not None:
-            incidents.write_dump(directory, self._dump_job, job_pid)
+            incidents.write_dump(directory, self._dump_job, job_pid, self.options.access)
         command = self.options.on_incident
         if not command:
             return
@@ -154,7 +174,7 @@ class Recorder:
         except OSError as err:
             failure = f"could not start: {err}"
         if directory:
-            (directory / "on-incident.txt").write_text(f"$ {command}\n{failure or 'ok'}\n")
+            self.options.access.write_text(directory / "on-incident.txt", f"$ {command}\n{failure or 'ok'}\n")
         if failure:
             self._warn(f"incident {number}: --on-incident {failure}")
 

@@ -10,6 +10,7 @@ from typing import Optional
 
 from dltop.errors import DltopError
 from dltop.record import format as fmt
+from dltop.record.access import PRIVATE, Access
 
 PARTS = 4  # --max-size keeps this many parts: NAME and NAME.1 … NAME.3 (the oldest)
 SYNC_EVERY_S = 5.0  # fdatasync at most this often: power loss costs at most these seconds
@@ -19,8 +20,9 @@ CREATE = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 class RecordingWriter:
     """Writes frames, incidents and the end of a recording to ``path`` (never over an existing file)."""
 
-    def __init__(self, path: Path, header: dict, max_size: Optional[int] = None) -> None:
+    def __init__(self, path: Path, header: dict, max_size: Optional[int] = None, access: Access = PRIVATE) -> None:
         self.path = path
+        self.access = access
         self.header = header
         self.part_limit = max_size // PARTS if max_size else None
         self.part = 0  # the part number in the header: it only grows, as parts rotate
@@ -34,14 +36,14 @@ class RecordingWriter:
 
     def _open_part(self, exclusive: int = 0) -> None:
         try:
-            self._fd = os.open(self.path, CREATE | exclusive, 0o644)
+            self._fd = self.access.open(self.path, CREATE | exclusive)
         except FileExistsError:
             raise DltopError(
                 f"{self.path} exists: dltop never writes over a recording (choose a name with -o)"
             ) from None
         except OSError as err:
             raise DltopError(f"cannot write {self.path}: {err.strerror}") from err
-        self._index = os.open(fmt.index_path(self.path), CREATE | os.O_TRUNC, 0o644)
+        self._index = self.access.open(fmt.index_path(self.path), CREATE | os.O_TRUNC)
         self._part_frames = 0
         self._write(self._index, fmt.PREAMBLE.pack(fmt.INDEX_MAGIC, fmt.FORMAT))
         self._index_size = fmt.PREAMBLE.size

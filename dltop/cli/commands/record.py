@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
@@ -13,6 +14,7 @@ from typing import Optional
 
 from dltop.cli.options import _positive, add_stack_options, settings_from
 from dltop.errors import DltopError
+from dltop.record.access import access_for
 from dltop.record.incidents import BUNDLE_FRAMES_S, HOOK_TIMEOUT_S
 
 NAME = "record"
@@ -66,21 +68,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="add a full dump with locals (as `dltop dump`) to each bundle: this PAUSES each"
                              " job process for a few milliseconds while py-spy reads it, so it is off by"
                              " default")  # fmt: skip
+    parser.add_argument("--group", metavar="GROUP",
+                        help="let this group read the recording and its bundles too (files 0640, directories 0750);"
+                             " by default only the recording user may (0600, 0700): they hold the job's stacks"
+                             " and log tails")  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only problems (for systemd, nohup)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from dltop.collect.processes import procfs
     from dltop.collect.stacks.full_dump import dump_job
     from dltop.live.loop import open_loop
     from dltop.record.recorder import Recorder, RecordOptions, default_path
 
     if args.output is not None and args.output.exists():
         raise DltopError(f"{args.output} exists: dltop never writes over a recording (choose another name)")
+    folder = (args.output or Path("x")).absolute().parent  # checked before a word is said about recording
+    if not folder.is_dir():
+        raise DltopError(f"cannot write {args.output}: there is no directory {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DltopError(f"cannot write in {folder}: permission denied")
+    access = access_for(args.group)
     settings = settings_from(args)
     loop = open_loop(args.pid, settings, not args.no_stacks)  # a bad pid fails here, in one line
     path = args.output or default_path(loop.pid)
     options = RecordOptions(args.interval, settings, not args.no_stacks, args.max_size, args.on_incident,
-                            args.on_incident_timeout, args.incident_dump)  # fmt: skip
+                            args.on_incident_timeout, args.incident_dump, access)  # fmt: skip
     say = (lambda _: None) if args.quiet else _say
     recorder = Recorder(path, options, log_tail=loop.log_tail, say=say, warn=_say,
                         dump_job=dump_job if args.incident_dump else None)  # fmt: skip
@@ -92,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {number: signal.signal(number, on_signal) for number in (signal.SIGTERM, signal.SIGINT)}
     say(f"recording job {loop.pid} to {path} every {args.interval:g}s until it exits (Ctrl-C or SIGTERM stop it)")
+    owner = procfs.owner_uid(loop.pid)
+    if owner is not None and owner != os.geteuid() and access.gid is None:
+        say(f"the job is {procfs.user_name(owner)}'s: its recording is readable by {procfs.user_name(os.geteuid())}"
+            " alone (0600); --group shares it with a group")  # fmt: skip
     reason = "stopped"
     try:
         for snap in loop.run(args.interval, stop):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import pwd
 from dataclasses import dataclass
 from typing import Optional
 
@@ -25,14 +24,6 @@ class JobCandidate:
         return dataclasses.asdict(self)
 
 
-def _owner(pid: int) -> Optional[str]:
-    try:
-        uid = (procfs.PROC / str(pid)).stat().st_uid
-        return pwd.getpwuid(uid).pw_name
-    except (OSError, KeyError):
-        return None
-
-
 def list_jobs(gpu: GpuSampler) -> list:
     holders = gpu.holders()
     found = []
@@ -40,7 +31,7 @@ def list_jobs(gpu: GpuSampler) -> list:
         found.append(
             JobCandidate(
                 pid=tree.root_pid,
-                user=_owner(tree.root_pid),
+                user=procfs.owner_name(tree.root_pid),
                 cmdline=" ".join(procfs.read_cmdline(tree.root_pid)) if tree.root_pid else "",
                 trainer_pids=tree.trainer_pids,
                 workers=sum(1 for m in tree.members.values() if m.role == "worker"),

@@ -9,6 +9,7 @@ unreadable file means.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,3 +240,25 @@ def read_fd_kinds(pid: int) -> dict:
             continue  # closed meanwhile
         kinds[kind] = kinds.get(kind, 0) + 1
     return kinds
+
+
+def owner_uid(pid: int) -> Optional[int]:
+    """The uid a process runs as (its /proc directory's owner), None if it is gone."""
+    try:
+        return (PROC / str(pid)).stat().st_uid
+    except OSError:
+        return None
+
+
+def user_name(uid: int) -> str:
+    """The user name of ``uid``, or the number where this machine has no name for it (a container's user)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def owner_name(pid: int) -> Optional[str]:
+    """The user a process runs as, by name where this machine has one; None if it is gone."""
+    uid = owner_uid(pid)
+    return None if uid is None else user_name(uid)

@@ -11,8 +11,6 @@ other readings still show.
 
 from __future__ import annotations
 
-import os
-import pwd
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
@@ -36,18 +34,6 @@ STATES = {  # stat's letter -> the names psutil (and the JSON contract) use
 
 def iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="seconds")
-
-
-def owner_of(pid: int) -> Optional[str]:
-    """The user name of a process (its uid where the name is unknown), None if it is gone."""
-    try:
-        uid = os.stat(f"{procfs.PROC}/{pid}").st_uid
-    except OSError:
-        return None
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 class ProcessSampler:
@@ -117,7 +103,7 @@ class ProcessSampler:
         """(start epoch, its ISO form, owner): worked out once per process."""
         if key not in self._static:
             started = self._boot_s + stat.start_ticks / procfs.CLOCK_TICKS
-            self._static[key] = (started, iso(started), owner_of(stat.pid))
+            self._static[key] = (started, iso(started), procfs.owner_name(stat.pid))
         return self._static[key]
 
     def _denied(self, key: tuple) -> str:
