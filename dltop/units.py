@@ -19,6 +19,11 @@ def human_bytes(value: Optional[float], suffix: str = "") -> str:
     raise AssertionError("unreachable")
 
 
+def bytes_held(value: Optional[float]) -> str:
+    """Memory a job holds on a device, '-' where it holds none (a job without a GPU)."""
+    return human_bytes(value) if value else "-"
+
+
 def percent(value: Optional[float]) -> str:
     return NA if value is None else f"{value:.0f}%"
 

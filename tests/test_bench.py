@@ -145,10 +145,19 @@ def test_user_datasets_with_dict_batches_run(tmp_path):
     "target, fragment",
     [("tests.fixtures.no_such_module:make", "cannot import"), ("tests.fixtures.bench_factories:nope", "has no nope"),
      ("tests.fixtures.bench_factories:wrong_type", "returned list"),
-     ("tests.fixtures.bench_factories:raises", "RuntimeError: no such bucket"), ("no-colon", "expected pkg.module")],
+     ("tests.fixtures.bench_factories:raises", "RuntimeError: no such bucket"), ("no-colon", "expected pkg.module"),
+     ("json:__name__", "json.__name__ is a str, not a function")],
 )  # fmt: skip
 def test_factory_errors_are_one_line(target, fragment):
     assert_one_line_error(run_dltop("bench", "--dataset", target), fragment)
+
+
+def test_without_torch_bench_says_what_to_install():
+    """The monitor is rightly installed without torch (a wheel, pipx): bench then says so in one line."""
+    code = "import sys; sys.modules['torch'] = None; from dltop.cli import main; sys.exit(main(sys.argv[1:]))"
+    result = subprocess.run([sys.executable, "-c", code, "bench", "--workload", "synthetic-cpu"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert_one_line_error(result, "pip install 'dltop[bench]'")
 
 
 def test_bad_workload_and_config_are_one_line():

@@ -189,6 +189,9 @@ def test_missing_py_spy_is_a_finding_not_a_crash(start_job):
 def test_bad_arguments_exit_2():
     assert run_dltop("snapshot", "--pid", "1", "--duration", "0").returncode == 2
     assert run_dltop("--interval", "0").returncode == 2
+    for option in ("--duration=nan", "--interval=inf", "--hang-after=-inf"):
+        result = run_dltop("snapshot", "--pid", "1", option)  # not a report of nothing, exit 0
+        assert result.returncode == 2 and "must be a finite number > 0" in result.stderr, (option, result.stderr)
     # without --pid the live view opens a job picker, which needs a terminal: one line, not a hang
     assert_one_line_error(run_dltop(), "needs a terminal")
 

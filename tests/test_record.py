@@ -234,6 +234,17 @@ def test_a_garbage_tail_or_a_cut_replays_to_the_last_good_frame(exited_recording
     assert documents(stale) == docs
 
 
+def test_a_moment_at_either_end_is_inside_the_recording(tmp_path):
+    """Ends are inclusive to the whole second, as people read them: a recording of 19.0 s from a
+    start at .7 s ends before +19.2s, and the summary calls it 19 s long."""
+    path = tmp_path / "end.dltop"
+    write_synthetic(path, [fixture_doc("healthy")] * 20, start=SYNTHETIC_START + 0.7)
+    for at in ("+19s", "+19.2s", "end", "start", "+0s"):
+        result = run_dltop("replay", str(path), "--at", at, "--json")
+        assert result.returncode == 0, (at, result.stderr)
+    assert_one_line_error(run_dltop("replay", str(path), "--at", "+21s"), "outside the recording")
+
+
 def mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
 

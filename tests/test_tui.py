@@ -151,6 +151,10 @@ def test_the_picker_lists_a_running_job_and_attaches(start_job):
             await until(pilot, lambda: isinstance(app.screen, PickerScreen), 10, "the picker")
             jobs = app.screen.query_one("#jobs", DataTable)
             await until(pilot, lambda: str(job.pid) in [k.value for k in jobs.rows], 30, "the job in the picker")
+            row = jobs.get_row(str(job.pid))
+            assert row[4] == "-"  # no GPU memory held: '-' as `dltop jobs` says, not 0B
+            shown = {b.binding.action for b in app.screen.active_bindings.values() if b.binding.show and b.enabled}
+            assert {"app.quit", "refresh"} <= shown and not shown & {"pause", "stack", "sort", "bench", "help"}, shown
             jobs.move_cursor(row=[k.value for k in jobs.rows].index(str(job.pid)))
             await pilot.press("enter")
             await until(pilot, lambda: table_pids(app) >= worker | {job.pid}, 30, "the job's table")
@@ -313,6 +317,24 @@ def test_a_consequence_is_one_entry_with_its_cause_and_is_never_the_fix():
             assert "fix: set timeout=120" in text and "↳ Trainer waits 100%" in text and "num_workers=22" not in text
             await pilot.press("b")  # the only bench_args belong to the consequence: nothing to bench
             assert any("No finding with a suggestion" in str(n.message) for n in app._notifications)
+
+    asyncio.run(run())
+
+
+def test_the_bench_key_without_torch_says_what_to_install(monkeypatch):
+    from dltop.tui.screens import BenchScreen
+
+    wait = Finding("input-bound", "warning", "Trainer waits 80%", "d", [1], {}, "num_workers=4", bench_args=["--x"])
+    snap = dataclasses.replace(bound_window(80.0)[0], findings=[wait])
+    monkeypatch.setitem(sys.modules, "torch", None)  # as installed from a wheel or pipx: no torch
+
+    async def run():
+        app = recorded_app("healthy", lambda _: snap)
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:
+            await _shown(pilot)
+            await pilot.press("b")
+            assert not isinstance(app.screen, BenchScreen)
+            assert any("pip install 'dltop[bench]'" in str(n.message) for n in app._notifications)
 
     asyncio.run(run())
 

@@ -10,6 +10,7 @@ import time
 import warnings
 from typing import Optional
 
+from dltop.bench import missing_torch
 from dltop.bench.config import LoaderConfig, parse_config
 from dltop.errors import DltopError
 
@@ -45,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    why = missing_torch()
+    if why is not None:
+        raise DltopError(why)
     # Parse what the user typed before paying for torch's import.
     compared = [parse_config(text) for text in args.compare] if args.compare else None
     base = parse_config(args.base)

@@ -130,6 +130,11 @@ def user_factory(target: str) -> Workload:
         raise DltopError(f"--dataset {target}: {module_name} has no {attr}") from None
     except Exception as err:  # the module itself raised while importing
         raise DltopError(f"--dataset {target}: importing {module_name} failed: {type(err).__name__}: {err}") from None
+    if not callable(factory):
+        raise DltopError(
+            f"--dataset {target}: {module_name}.{attr} is a {type(factory).__name__}, not a function or class that"
+            " makes a Dataset"
+        )
     try:
         made = factory()
     except Exception as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from dltop.errors import DltopError
@@ -12,8 +13,8 @@ from dltop.settings import DEFAULTS, Settings
 def _positive(text: str) -> float:
     # argparse names the type in its error ("invalid _positive value: 'x'"), so the name is part of the output
     value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if not math.isfinite(value) or value <= 0:  # nan would pass "<= 0" and watch for no time at all
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
 
 

@@ -19,15 +19,17 @@ def local(at: float) -> str:
 
 
 def parse_when(text: str, start: float, end: float) -> float:
-    """The unix time ``text`` names in a recording from ``start`` to ``end``; DltopError if none."""
+    """The unix time ``text`` names in a recording from ``start`` to ``end``; DltopError if none.
+    Both ends are inclusive to the whole second, as people read them (a recording of 18.96 s is
+    shown as 19 s long: ``+19s`` is its end)."""
     from dltop.errors import DltopError
 
     when = _parse(text.strip(), start, end)
     if when is None:
         raise DltopError(f"cannot read the time {text!r}: use {FORMS}")
-    if not math.floor(start) <= when <= end:
+    if not math.floor(start) <= when <= math.ceil(end):
         raise DltopError(f"{text} is outside the recording ({local(start)} to {local(end)})")
-    return when
+    return min(max(when, start), end)
 
 
 def _parse(text: str, start: float, end: float):

@@ -17,6 +17,7 @@ from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 from textual.widgets import Footer
 
+from dltop.bench import missing_torch
 from dltop.live.loop import LiveLoop
 from dltop.live.schedule import ticks
 from dltop.model import Snapshot
@@ -35,6 +36,7 @@ FindingsPanel { height: auto; border: round $primary-darken-2; }
 """
 COMPACT_BELOW = 30  # terminal rows under which the panels drop their borders (80x24 needs every row)
 Layout = tuple[Union[int, str], str, Optional[int]]  # table height, findings height and max height
+MAIN_SCREEN_ACTIONS = frozenset({"pause", "stack", "sort", "bench", "help", "cursor_down", "cursor_up"})
 TABLE_MIN_ROWS = 6  # the process table keeps this many rows (header included) before findings grow
 
 
@@ -207,6 +209,10 @@ class DltopApp(App):
 
     # -- actions ------------------------------------------------------------------------------
 
+    def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
+        """The main screen's keys are neither shown nor live on the job picker, where they do nothing."""
+        return not (action in MAIN_SCREEN_ACTIONS and isinstance(self.screen, PickerScreen))
+
     def action_pause(self) -> None:
         self.paused = not self.paused
         if self.snapshot is not None:
@@ -236,6 +242,10 @@ class DltopApp(App):
             finding = next((e.cause for e in panel.entries if e.cause.bench_args), None)
         if finding is None:
             self.notify("No finding with a suggestion to bench right now.", timeout=4)
+            return
+        why = missing_torch()
+        if why is not None:
+            self.notify(why, title="b: bench the fix", severity="warning", timeout=15)
             return
         self.push_screen(BenchScreen(finding))
 

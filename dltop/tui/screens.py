@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Footer, Log, Static
 
 from dltop.model import Snapshot
 from dltop.tui import view
-from dltop.units import clock, human_bytes, percent
+from dltop.units import bytes_held, clock, human_bytes, percent
 
 KIND_STYLE = {"user": "bold", "library": "", "torch": "dim", "stdlib": "dim"}
 
@@ -162,7 +162,7 @@ class PickerScreen(Screen):
         table.clear()
         for job in jobs:
             table.add_row(str(job.pid), job.user or "?", str(len(job.trainer_pids)), str(job.workers),
-                          human_bytes(job.gpu_mem_bytes), job.cmdline[:200], key=str(job.pid))  # fmt: skip
+                          bytes_held(job.gpu_mem_bytes), job.cmdline[:200], key=str(job.pid))  # fmt: skip
         if not jobs:
             self.query_one("#title", Static).update(
                 "No PyTorch training jobs found on this machine (r: refresh · q: quit). Try `dltop demo`."

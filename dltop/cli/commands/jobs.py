@@ -16,6 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dltop.collect.host.gpu import GpuSampler
     from dltop.collect.processes.jobs import list_jobs
+    from dltop.units import bytes_held
 
     jobs = list_jobs(GpuSampler())
     if args.json:
@@ -26,6 +27,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{'PID':>7} {'USER':<10} {'RANKS':>5} {'WORKERS':>7} {'GPU MEM':>8}  COMMAND")
     for job in jobs:
-        gpu = f"{job.gpu_mem_bytes / 2**20:.0f}M" if job.gpu_mem_bytes else "-"
+        gpu = bytes_held(job.gpu_mem_bytes)
         print(f"{job.pid:>7} {job.user or '?':<10} {len(job.trainer_pids):>5} {job.workers:>7} {gpu:>8}  {job.cmdline}")
     return 0

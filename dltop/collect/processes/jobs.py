@@ -9,6 +9,7 @@ from typing import Optional
 from dltop.collect.host.gpu import GpuSampler
 from dltop.collect.processes import procfs
 from dltop.collect.processes.discovery import find_jobs
+from dltop.redact import redact_command
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ def list_jobs(gpu: GpuSampler) -> list:
             JobCandidate(
                 pid=tree.root_pid,
                 user=procfs.owner_name(tree.root_pid),
-                cmdline=" ".join(procfs.read_cmdline(tree.root_pid)) if tree.root_pid else "",
+                cmdline=redact_command(procfs.read_cmdline(tree.root_pid)) if tree.root_pid else "",
                 trainer_pids=tree.trainer_pids,
                 workers=sum(1 for m in tree.members.values() if m.role == "worker"),
                 gpu_mem_bytes=sum(holders.get(pid, 0) for pid in tree.members),
