@@ -295,6 +295,43 @@ def test_until_the_data_wait_is_known_the_headline_says_measuring_and_how_long()
     assert view.badge(later).text == "HEALTHY" and "still judging worker-memory-growth" in view.headline(later)
 
 
+def test_never_healthy_while_a_finding_is_held_or_the_wait_is_not_yet_judged():
+    """The wait is known (87%) but not yet judged, or a finding waits to prove steady: the verdict
+    is open, so the badge says MEASURING and the headline says what for — not the slowest reading."""
+    snap = bound_window(87.0)[0]
+    memory = Pending("worker-memory-growth", "4 memory readings of each worker", 30.0)
+    unsure = Pending("input-bound", "more stack samples of trainer 1: its data wait 31 ± 4% is not yet clear", 6.0)
+    near = dataclasses.replace(snap, pending=[memory, unsure])
+    assert view.badge(near).text == "MEASURING"
+    assert view.headline(near) == f"measuring the trainer's data wait: {unsure.needs}, about 6 s yet"
+    held = Pending("input-bound", "Trainer 1 waits for data 87% of the time: shown once it holds 5 s", 3.0, held=True)
+    holding = dataclasses.replace(snap, pending=[memory, held])
+    assert view.badge(holding).text == "MEASURING"
+    assert view.headline(holding) == f"judging input-bound: {held.needs}, about 3 s yet"
+    assert view.badge(dataclasses.replace(snap, pending=[memory])).text == "HEALTHY"
+
+
+def test_the_empty_findings_panel_follows_the_measurement():
+    from dltop.tui.widgets import FindingsPanel
+
+    snap = bound_window(20.0)[0]
+    early = dataclasses.replace(snap, pending=[Pending("input-bound", "30 stack samples (has 0)", 2.0)])
+    done = dataclasses.replace(snap, pending=[])
+
+    async def run():
+        app = recorded_app("healthy", lambda _: early)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await _shown(pilot)
+            assert "No findings yet: measuring the trainer's data wait" in _screen_text(app)
+            app.show(done)
+            await pilot.pause()
+            text = _screen_text(app)
+            assert "No findings: nothing to fix right now." in text and "No findings yet" not in text
+            assert app.query_one(FindingsPanel).content == [("", "No findings: nothing to fix right now.")]
+
+    asyncio.run(run())
+
+
 def test_a_consequence_is_one_entry_with_its_cause_and_is_never_the_fix():
     from dltop.tui.widgets import FindingsPanel
 

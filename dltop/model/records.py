@@ -230,6 +230,9 @@ class Pending:
     id: str  # the finding id it could raise
     needs: str  # what it is waiting for, in words
     ready_in_s: Optional[float] = None  # seconds of watching still needed, when it can tell
+    # the finding is raised already and held back until it proves steady (a live view's findings
+    # show once they held a few seconds): the verdict is open, whatever else is known
+    held: bool = False
 
 
 @dataclass(frozen=True)

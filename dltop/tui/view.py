@@ -38,11 +38,18 @@ def badge(snapshot: Snapshot) -> Badge:
         if cause.id == "input-bound":
             return Badge("input-bound", "INPUT-BOUND")
         return Badge("attention", "ATTENTION")
-    if data_wait(snapshot) is None:
-        if snapshot.stacks_status == "ok":
-            return Badge("measuring", "MEASURING")
+    if data_wait(snapshot) is None and snapshot.stacks_status != "ok":
         return Badge("no-stacks", "NO STACKS")
+    if data_wait(snapshot) is None or verdict_open(snapshot) is not None:
+        return Badge("measuring", "MEASURING")  # never HEALTHY before the verdict is in
     return Badge("healthy", "HEALTHY")
+
+
+def verdict_open(snapshot: Snapshot) -> Optional[Pending]:
+    """What keeps the verdict open: a finding held back until it proves steady (first), or the
+    trainer's data wait not yet judged (a wait near the threshold, too few samples), the longest."""
+    open_ = [p for p in snapshot.pending if p.held or p.id == "input-bound"]
+    return max(open_, key=lambda p: (p.held, p.ready_in_s or 0.0), default=None)
 
 
 def headline(snapshot: Snapshot) -> str:
@@ -54,10 +61,13 @@ def headline(snapshot: Snapshot) -> str:
     cause = root_cause(snapshot.findings)
     if cause is not None:
         return cause.title
-    pending = _longest_pending(snapshot)
     if state == "measuring":
-        what = pending.needs if pending else "samples of the trainer's time"
-        return f"measuring the trainer's data wait: {what}{_yet(pending)}"
+        judging = verdict_open(snapshot)
+        if judging is not None and judging.held:
+            return f"judging {judging.id}: {judging.needs}{_yet(judging)}"
+        what = judging.needs if judging else "samples of the trainer's time"
+        return f"measuring the trainer's data wait: {what}{_yet(judging)}"
+    pending = _longest_pending(snapshot)
     if state == "no-stacks":
         return f"stacks {snapshot.stacks_status}: no data wait, activity or hang checks"
     if pending is not None:

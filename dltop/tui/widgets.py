@@ -327,9 +327,14 @@ class FindingsPanel(OptionList):
         self._title()
 
     def show(self, snap: Snapshot) -> None:
-        shown = [
+        shown: list[tuple] = [
             (f.id, f.title, f.detail, f.suggestion, f.explained_by, tuple(f.bench_args or ())) for f in snap.findings
         ]
+        judged = view.badge(snap).state not in ("measuring", "no-stacks")
+        if not shown:  # what the empty panel says moves with the measurement: it is part of what is shown
+            shown = [
+                ("", "No findings: nothing to fix right now." if judged else "No findings yet: " + view.headline(snap))
+            ]
         if shown == self._shown:
             return
         self._shown = shown
@@ -339,9 +344,7 @@ class FindingsPanel(OptionList):
         self._option_heights = {}
         self.clear_options()
         if not self.entries:
-            judged = view.badge(snap).state not in ("measuring", "no-stacks")
-            empty = "No findings: nothing to fix right now." if judged else "No findings yet: " + view.headline(snap)
-            self.add_option(Option(Text(empty, style="green" if judged else "dim"), disabled=True))
+            self.add_option(Option(Text(shown[0][1], style="green" if judged else "dim"), disabled=True))
         for entry in self.entries:
             self.add_option(Option(entry_renderable(entry)))
         if self.entries:  # the most severe cause is the one `b` acts on until another is picked
