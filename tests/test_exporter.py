@@ -303,6 +303,14 @@ def test_port_in_use_and_unbindable_address_are_one_line_exit_2():
     assert run_dltop("exporter", "--interval", "0").returncode == 2
 
 
+def test_a_privileged_port_as_an_ordinary_user_says_why():
+    """The tests run as root, which may bind port 1: the exporter runs as nobody, as an ordinary user would."""
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    result = subprocess.run([*as_nobody, sys.executable, "-m", "dltop", "exporter", "--listen", "127.0.0.1",
+                             "--port", "1"], cwd="/", capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert_one_line_error(result, "ports below 1024 need root or CAP_NET_BIND_SERVICE")
+
+
 def test_exporter_imports_neither_torch_nor_textual_and_help_skips_prometheus_client():
     code = (
         "import sys, dltop.cli; dltop.cli.build_parser(); help_loads = 'prometheus_client' in sys.modules; "

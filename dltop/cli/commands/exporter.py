@@ -52,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="look for new jobs this often (default 10, or --interval if longer)",
     )
+    parser.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="PATH",
+        help="TLS and basic auth from this exporter-toolkit web config file, as node_exporter takes (docs/exporter.md)",
+    )
     add_stack_options(parser)
 
 
@@ -59,14 +65,17 @@ def run(args: argparse.Namespace) -> int:
     from dltop.export.metrics import NodeCollector
     from dltop.export.server import registry_for, serve
     from dltop.export.state import ExporterState
+    from dltop.export.web_config import load_web_config
     from dltop.live.node import DISCOVER_EVERY_S, NodeWatcher
 
+    web_config = load_web_config(args.web_config_file) if args.web_config_file else None  # one line if bad
     state = ExporterState()
     hostname = os.environ.get("NODE_NAME") or socket.gethostname()  # dcgm-exporter's Hostname label
-    server = serve(registry_for(NodeCollector(state, hostname)), args.listen, args.port)
+    server = serve(registry_for(NodeCollector(state, hostname)), args.listen, args.port, web_config)
     host, port = server.server_address[:2]
+    scheme = "https" if web_config is not None and web_config.tls is not None else "http"
     print(
-        f"dltop exporter: serving http://{_url_host(host)}:{port}/metrics, every {args.interval:g} s",
+        f"dltop exporter: serving {scheme}://{_url_host(host)}:{port}/metrics, every {args.interval:g} s",
         file=sys.stderr,
         flush=True,
     )
