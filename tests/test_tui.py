@@ -518,6 +518,36 @@ def test_the_gpu_panel_draws_history_and_the_jobs_memory():
     asyncio.run(run())
 
 
+def test_the_trainer_time_panel_shows_the_wait_over_time_and_where_it_goes():
+    from dltop.tui.widgets import TrainerTimePanel
+
+    windows = [bound_window(wait)[0] for wait in (10.0, 50.0, 90.0)]
+    assert view.chart([0.0, 50.0, 100.0, None], 2) == ["  █ ", " ██ "]
+    spent = windows[-1].loaders[0].trainer_time
+    assert sum(len(run) for run, _ in view.phase_bar(spent, 20)) == 20
+
+    async def run(size: tuple, rows: int, bottom: str = "", top: str = "") -> str:
+        app = recorded_app("healthy", lambda _: windows[0])
+        async with app.run_test(size=size) as pilot:
+            await _shown(pilot)
+            for snap in windows[1:]:
+                app.show(snap)
+            await pilot.pause()
+            panel = app.query_one(TrainerTimePanel)
+            assert panel.display == (rows > 0)
+            if rows:
+                text = str(panel.render()).splitlines()
+                assert len(text) == rows, text
+                assert "now  90% waiting" in text[0] and "workers' CPU" in text[-1]
+                # waits of 10, 50 and 90%, oldest first, the newest on the right
+                assert text[-1].split("│")[1].endswith(bottom) and text[0].split("│")[1].endswith(top), text
+            return _screen_text(app)
+
+    asyncio.run(run((160, 45), 3, bottom="▂██", top="  ▆"))  # a tall screen: a chart of the wait
+    asyncio.run(run((120, 36), 1, bottom="▁▄▇", top="▁▄▇"))  # one line a trainer
+    asyncio.run(run((80, 24), 0))  # 80x24 needs every row for the table
+
+
 def test_a_collection_error_keeps_the_last_view_and_says_why():
     from dltop.tui.app import DltopApp
 

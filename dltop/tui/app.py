@@ -23,15 +23,25 @@ from dltop.live.schedule import ticks
 from dltop.model import Snapshot
 from dltop.tui import view
 from dltop.tui.screens import BenchScreen, HelpScreen, PickerScreen, StackScreen
-from dltop.tui.widgets import FindingsPanel, GpuPanel, JobHeader, SystemPanel, TextPanel, WorkersTable
+from dltop.tui.widgets import (
+    FindingsPanel,
+    GpuPanel,
+    JobHeader,
+    SystemPanel,
+    TextPanel,
+    TrainerTimePanel,
+    WorkersTable,
+)
 
 CSS = """
 JobHeader { height: 2; padding: 0 1; }
 #panels { height: auto; }
 GpuPanel, SystemPanel { width: 1fr; height: auto; border: round $primary-darken-2; padding: 0 1; }
+TrainerTimePanel { height: auto; border: round $primary-darken-2; padding: 0 1; }
 WorkersTable { height: 1fr; min-height: 2; }
 FindingsPanel { height: auto; border: round $primary-darken-2; }
 .compact GpuPanel, .compact SystemPanel { border: none; }
+.compact TrainerTimePanel { display: none; }
 .compact FindingsPanel { border: none; border-top: round $primary-darken-2; }
 """
 COMPACT_BELOW = 30  # terminal rows under which the panels drop their borders (80x24 needs every row)
@@ -96,6 +106,7 @@ class DltopApp(App):
         with Horizontal(id="panels"):
             yield GpuPanel()
             yield SystemPanel()
+        yield TrainerTimePanel()
         yield WorkersTable()
         yield FindingsPanel()
         yield Footer()
@@ -153,6 +164,7 @@ class DltopApp(App):
         self.query_one(JobHeader).show(snap, self.paused)
         self.query_one(GpuPanel).show(snap)
         self.query_one(SystemPanel).show(snap)
+        self.query_one(TrainerTimePanel).show(snap)
         self.query_one(WorkersTable).show(snap)
         self.query_one(FindingsPanel).show(snap)
         if isinstance(self.screen, StackScreen):

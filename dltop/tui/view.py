@@ -13,7 +13,18 @@ from itertools import zip_longest
 from typing import Optional
 
 from dltop.diagnose.relations import root_cause
-from dltop.model import ROLES, STILL_NOTICE_S, ExitedWorker, Pending, ProcessSample, Snapshot, still_for
+from dltop.model import (
+    PHASES,
+    ROLES,
+    STILL_NOTICE_S,
+    ExitedWorker,
+    Pending,
+    Phase,
+    ProcessSample,
+    Snapshot,
+    TrainerTime,
+    still_for,
+)
 from dltop.units import NA, clock, cpu_list, human_bytes, percent, signal_name
 
 FAULTS_HUNG = ("worker-hung", "trainer-stalled")
@@ -257,6 +268,65 @@ SPARK = "▁▂▃▄▅▆▇█"
 def sparkline(values: list, top: float = 100.0) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int(len(SPARK) * max(0.0, v) / top))] if v is not None else " "
                    for v in values)  # fmt: skip
+
+
+# a trainer's phases as a stacked bar: the cell character and colour of each (the legend's order)
+PHASE_CELLS: dict[Phase, tuple[str, str]] = {
+    "waiting-for-data": ("█", "yellow"),
+    "collating": ("█", "magenta"),
+    "starting-workers": ("█", "blue"),
+    "running": ("█", "green"),
+}
+PHASE_WORDS: dict[Phase, str] = {
+    "waiting-for-data": "wait",
+    "collating": "collate",
+    "starting-workers": "epoch start",
+    "running": "step",
+}
+
+
+def phase_bar(spent: TrainerTime, width: int) -> list[tuple[str, str]]:
+    """(text, colour) runs of a ``width``-cell bar split as the trainer's time is, largest
+    remainders rounding up, so the cells always add up to the width."""
+    shares = [(phase, spent.percent(phase) / 100 * width) for phase in PHASES]
+    cells = {phase: int(share) for phase, share in shares}
+    for phase, _ in sorted(shares, key=lambda item: item[1] - int(item[1]), reverse=True):
+        if sum(cells.values()) >= width:
+            break
+        cells[phase] += 1
+    return [(PHASE_CELLS[phase][0] * cells[phase], PHASE_CELLS[phase][1]) for phase in PHASES if cells[phase]]
+
+
+def phase_words(spent: TrainerTime) -> str:
+    """wait 86% · collate 0% · epoch start 0% · step 14%"""
+    return " · ".join(f"{PHASE_WORDS[phase]} {spent.percent(phase):.0f}%" for phase in PHASES)
+
+
+def chart(values: list[Optional[float]], rows: int, top: float = 100.0) -> list[str]:
+    """``values`` as a bar chart ``rows`` high, top row first, in eighth blocks (a missing value is
+    a blank column)."""
+    lines = []
+    for row in range(rows - 1, -1, -1):
+        cells = []
+        for value in values:
+            eighths = 0 if value is None else round(max(0.0, min(value, top)) / top * rows * 8) - row * 8
+            cells.append(" " if eighths <= 0 else "█" if eighths >= 8 else SPARK[eighths - 1])
+        lines.append("".join(cells))
+    return lines
+
+
+def cpu_meters(snapshot: Snapshot, trainer_pid: int) -> str:
+    """One cell per live worker of the trainer, as full as its CPU use (100% = one core)."""
+    workers = [p for p in snapshot.processes if p.role == "worker" and p.trainer_pid == trainer_pid
+               and p.state != "zombie"]  # fmt: skip
+    return sparkline([p.cpu_percent for p in workers], top=100.0 + 1e-9)
+
+
+def trainer_label(snapshot: Snapshot, trainer_pid: int) -> str:
+    """``r0 12345`` for a rank, ``12345`` for a trainer without one."""
+    trainer = next((p for p in snapshot.processes if p.pid == trainer_pid), None)
+    rank = trainer.rank if trainer is not None else None
+    return f"r{rank} {trainer_pid}" if rank is not None else str(trainer_pid)
 
 
 def system_lines(snapshot: Snapshot) -> list:

@@ -22,8 +22,12 @@ from textual.widgets.option_list import Option
 from dltop.diagnose.relations import Entry, grouped
 from dltop.model import Snapshot
 from dltop.tui import view
+from dltop.units import percent
 
-HISTORY = 60  # sparkline samples kept per GPU
+HISTORY = 60  # samples kept per GPU and per trainer for their history
+CHART_ROWS = 3  # rows of a trainer's data-wait history on a tall screen
+CHART_MIN_HEIGHT = 40
+PHASE_BAR_CELLS = 20
 BADGE_STYLE = {
     "healthy": "bold black on green",
     "input-bound": "bold black on yellow",
@@ -160,6 +164,60 @@ class GpuPanel(TextPanel):
             width = max(8, self.size.width - 14)
             lines.append(view.gpu_line(gpu, list(history)[-width:]))
         self.set_text("\n".join(lines))
+
+
+class TrainerTimePanel(TextPanel):
+    """Each trainer's data wait over time (is it getting better since the last change?), where
+    its time goes now, and how busy each of its workers is: one line a trainer, as nvitop's
+    history and htop's meters. Hidden on a short terminal, which needs its rows for the table."""
+
+    def on_mount(self) -> None:
+        self.border_title = "Trainer time: data wait over time · where the time goes now · workers' CPU"
+        self._history: dict[int, deque] = {}
+        self._shown: Optional[Snapshot] = None
+
+    def show(self, snap: Snapshot) -> None:
+        for loader in snap.loaders:
+            self._history.setdefault(loader.trainer_pid, deque(maxlen=HISTORY)).append(loader.data_wait_percent)
+        self._shown = snap
+        self._draw()
+
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self._draw()
+
+    def _draw(self) -> None:
+        snap = self._shown
+        if snap is None:
+            return
+        width = max(40, self.content_region.width)
+        span = max(8, min(HISTORY, width // 3))
+        # a few rows of history a trainer where the screen has them to spare, else a sparkline
+        rows = CHART_ROWS if self.app.size.height >= CHART_MIN_HEIGHT and len(snap.loaders) <= 2 else 1
+        lines: list[Text] = []
+        for loader in snap.loaders:
+            history = list(self._history.get(loader.trainer_pid, ()))[-span:]
+            history = [None] * (span - len(history)) + history  # the newest on the right, as htop
+            chart = view.chart(history, rows)
+            spent = loader.trainer_time
+            right = [Text.assemble("now ", (f"{percent(loader.data_wait_percent):>4}", "bold yellow"), " waiting  ")]
+            if spent is not None:
+                right[0].append_text(Text.assemble(*view.phase_bar(spent, PHASE_BAR_CELLS)))
+                right.append(Text(view.phase_words(spent), style="dim"))
+            right.append(Text.assemble("workers' CPU ", (view.cpu_meters(snap, loader.trainer_pid), "cyan")))
+            if rows == 1:
+                right = [Text(" ").join(right)]
+            label = view.trainer_label(snap, loader.trainer_pid)
+            for row, bars in enumerate(chart):
+                line = Text(no_wrap=True, overflow="ellipsis")
+                line.append(f"{label if row == 0 else '':<13}", style="bold")
+                line.append(("wait " if row == len(chart) - 1 else "     ") + "│", style="dim")
+                line.append(bars, style="yellow")
+                line.append("│ ", style="dim")
+                if row < len(right):
+                    line.append_text(right[row])
+                lines.append(line)
+        self.set_text(Text("\n").join(lines) if lines else Text("no DataLoader with workers seen yet", style="dim"))
 
 
 class SystemPanel(TextPanel):
