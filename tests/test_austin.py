@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dltop.collect.stacks import sampler as stacks
+from dltop.collect.stacks import budget
 from dltop.collect.stacks.austin import StreamRun, newest_main_stacks, parse_samples, parse_where
 from dltop.collect.stacks.sampler import ProcessStacks
 from dltop.frames import trainer_phase, worker_activity
@@ -88,7 +88,7 @@ def _trainer(collector, pid: int) -> ProcessStacks:
 
 
 def test_trainer_streamed_and_workers_swept_by_austin(start_job, attach, monkeypatch):
-    monkeypatch.setattr(stacks, "SWEEP_INTERVAL_S", 1.0)
+    monkeypatch.setattr(budget, "SWEEP_INTERVAL_S", 1.0)
     job = start_job("--workers", "2", "--persistent", "--sample-ms", "15", "--batch-size", "4", "--step-ms", "2")
     job.wait_workers(2)
     collector = attach(job.pid)
@@ -100,11 +100,11 @@ def test_trainer_streamed_and_workers_swept_by_austin(start_job, attach, monkeyp
         trainer = _trainer(collector, job.pid)
         streamed = streamed or isinstance(trainer.run, StreamRun)
         for p in collector.stacks.procs.values():
-            if p.role == "worker" and p.swept_at is not None:
-                swept.setdefault(p.pid, set()).add(p.swept_at)
+            if p.role == "worker" and p.sweep.swept_at is not None:
+                swept.setdefault(p.pid, set()).add(p.sweep.swept_at)
         time.sleep(0.5)
     trainer = _trainer(collector, job.pid)
-    assert streamed and not trainer.austin_failed and not trainer.sweep_failed
+    assert streamed and not trainer.austin_failed and not trainer.sweep.failed
     (loader,) = ticks[-1].loaders
     # 7 samples a second from the first window: far more than py-spy's windows gave in this time
     assert loader.trainer_time.samples >= 30, loader.trainer_time
@@ -126,7 +126,7 @@ def test_trainer_streamed_and_workers_swept_by_austin(start_job, attach, monkeyp
         collector.tick()
         proc = collector.stacks.procs[looked_at]
         if proc.run is not None and proc.austin_dump:
-            dumped.add(proc.run_began[0])
+            dumped.add(proc.run_began.at)
         time.sleep(0.3)
     assert len(dumped) >= 3 and not collector.stacks.procs[looked_at].austin_failed
 

@@ -169,7 +169,7 @@ class Collector:
             return
         procs = self.stacks.procs.values()
         self.discovery.stack_kinds = {(p.pid, p.start_ticks): p.kind for p in procs if p.kind}
-        self.discovery.loader_trainers |= {p.pid for p in procs if p.worker_loader}
+        self.discovery.loader_trainers |= {p.pid for p in procs if p.trainer_samples.worker_loader}
 
     def watch(self, pid: Optional[int]) -> None:
         """The process a person is looking at gets a fresh (non-blocking) stack every tick."""
@@ -215,7 +215,7 @@ class Collector:
             activity=self.stacks.activity(sample.pid),
             stack=self._with_code(sample.pid, proc.stack),
             stack_at=iso(proc.stack_wall) if proc.stack_wall else None,
-            stuck_s=proc.stuck_s,
+            stuck_s=proc.hang.stuck_s,
         )
         return dataclasses.replace(sample, activity="stuck") if is_stuck(sample, self.settings.hang_after_s) else sample
 
@@ -338,7 +338,7 @@ class Collector:
         if self._built_at.get(key) is None and self.stacks is not None:
             proc = self.stacks.procs.get(trainer)
             stacks = [proc.stack] if proc is not None and proc.stack else []
-            stacks += [s for w in proc.trainer_windows for s in w.stacks] if proc is not None else []
+            stacks += [s for w in proc.trainer_samples.windows for s in w.stacks] if proc is not None else []
             files = sorted({f.file for stack in stacks for f in stack if f.kind == "user"})
             self._built_at[key] = self.sources.loader_call(trainer, files, dataset) if files else None
         return self._built_at.get(key)
@@ -382,8 +382,8 @@ class Collector:
         if any(name.startswith(PIN_THREAD_COMMS) for name in names):
             return True
         seen = self.stacks.procs.get(trainer) if self.stacks else None
-        if seen is not None and seen.pin_thread is not None:
-            return seen.pin_thread  # a _pin_memory_loop thread in the last sample window
+        if seen is not None and seen.trainer_samples.pin_thread is not None:
+            return seen.trainer_samples.pin_thread  # a _pin_memory_loop thread in the last sample window
         return False if self.tree.names_expected else None
 
 

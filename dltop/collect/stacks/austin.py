@@ -1,4 +1,5 @@
-"""Stream a trainer's stack samples from Austin, read as they come (DESIGN.md §4).
+"""Stream a trainer's stack samples from Austin, read as they come
+(docs/how-it-works.md#how-stacks-are-sampled).
 
 A ``py-spy record`` window pays py-spy's start-up (~15 ms: it parses libpython's symbols) and
 hands its samples over only when it ends; each of its samples reads every thread's
@@ -23,7 +24,7 @@ import re
 import shutil
 from typing import Iterator, Optional
 
-from dltop.collect.stacks.pyspy import PySpyRun, RunResult, find_program
+from dltop.collect.stacks.pyspy import PySpyRun, RunResult, ThreadStack, find_program
 from dltop.frames import make_frame
 from dltop.model import Frame
 
@@ -150,6 +151,13 @@ def parse_where(text: str, frame_cache: dict) -> dict:
                 frame = frame_cache[line] = _make_frame(found.group(2), found.group(1), found.group(3))
             threads[tid].append(frame)
     return {t: tuple(frames) for t, frames in threads.items() if t not in invalid}
+
+
+def parse_where_main(text: str, pid: int, frame_cache: dict[str, Frame]) -> list[ThreadStack]:
+    """Where mode -> the main thread's stack as py-spy's dump would list it (locals are py-spy's
+    alone); none where Austin could not read it whole."""
+    frames = parse_where(text, frame_cache).get(pid)
+    return [ThreadStack(pid, "MainThread", frames)] if frames is not None else []
 
 
 def _make_frame(path: str, function: str, lineno: str) -> Frame:

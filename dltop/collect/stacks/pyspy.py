@@ -1,4 +1,5 @@
-"""Run py-spy without harming the job, and parse what it prints (DESIGN.md §4).
+"""Run py-spy without harming the job, and parse what it prints
+(docs/how-it-works.md#how-stacks-are-sampled).
 
 Periodic runs are non-blocking (no ptrace stop) and never wait: ``PySpyRun`` starts the
 process and is polled on later ticks, so a slow or stuck py-spy never delays a tick. Output
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from dltop.frames import make_frame
+from dltop.model import Frame
 
 PY_SPY_ENV = "DLTOP_PY_SPY"  # path of the py-spy binary; empty disables stacks
 _PROFILE_NAME = re.compile(r'^Thread (\S+) "(.*)"$')
@@ -119,6 +121,18 @@ def parse_speedscope(text: str) -> dict:
         samples = [tuple(table[i] for i in sample if i < len(table)) for sample in profile.get("samples", [])]
         threads[tid] = (name, samples)
     return threads
+
+
+def parse_record(text: str, pid: int) -> tuple[list[tuple[Frame, ...]], set[tuple[Frame, ...]]]:
+    """A record window's speedscope -> ([frames of each main-thread sample, in time order], {frames
+    of the other threads' samples}), as Austin's ``parse_samples`` gives them. Without OS thread
+    ids the main thread is the one named MainThread."""
+    threads = parse_speedscope(text)
+    _, samples = threads.get(pid, ("", []))
+    if not samples:
+        samples = next((ordered for name, ordered in threads.values() if name == "MainThread"), [])
+    others = {s for tid, (_, ordered) in threads.items() if tid != pid for s in ordered}
+    return samples, others
 
 
 def failure(stderr: str) -> tuple:

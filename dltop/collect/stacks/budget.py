@@ -1,0 +1,129 @@
+"""The stack sampler's CPU budget and what it buys, as small pure pieces
+(docs/how-it-works.md#how-stacks-are-sampled).
+
+Kept apart from the sampler so the numbers and the decisions they drive can be read, and tested,
+without a job: which dump goes first and on which budget (``dump_rank``, ``DumpBudget``), how
+many may be under way, what rate a trainer's next sampling window affords (``Pricing``), and how
+often workers are swept. A node watcher following several jobs gives each a ``share`` of one
+budget: every rate here is multiplied by it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DUMPS_PER_S = 0.3  # routine worker dumps per second on average, all workers together
+URGENT_DUMPS_PER_S = 0.5  # new workers, and workers that went quiet after working (hangs to confirm)
+DUMP_BURST = 4  # dumps that may start at once after a quiet spell (new workers, a hang)
+MAX_IN_FLIGHT = 4
+# py-spy reads every thread of the trainer per sample (a 16-worker trainer has 17 threads: ~2 ms a
+# sample): the rate is set from the last window's measured cost to stay within this CPU share.
+RECORD_CPU_SHARE = 0.006  # of one core, all trainers together
+RECORD_STARTUP_S = 0.015  # py-spy's CPU to attach, paid once per window
+MIN_SAMPLES_TO_PRICE = 20
+# Hz per window, cycled: prime rates, so a periodic training step cannot alias with the sampling
+RECORD_RATES = (11, 13, 17)
+RECORD_WINDOW_MAX_S = 8  # windows grow 1, 2, 3 ... 8 s: a first share within a second, then cheap
+MIN_RECORD_RATE = 3
+# Austin streams (collect/stacks/austin.py): a sample of that 17-thread trainer costs ~0.4 ms, so a third
+# of py-spy's share buys more samples than py-spy's whole share did (~4 a second against ~3)
+STREAM_CPU_SHARE = 0.002
+STREAM_STARTUP_S = 0.008  # Austin's CPU to attach, paid once per window
+STREAM_WINDOW_S = 15  # samples arrive every tick whatever the length: windows only re-price the rate
+# until a window has priced a sample: py-spy's middle rate, for a few seconds (a snapshot's first
+# seconds sample a small trainer no less often than py-spy's windows did)
+STREAM_FIRST_RATE = 13.0
+STREAM_FIRST_WINDOW_S = 3
+MIN_SAMPLE_COST_S = 1e-5
+STREAM_MAX_RATE = 17.0
+# each window's rate is the affordable one times the next of these: rates that differ from window
+# to window keep a periodic training step from aliasing with the sampling
+STREAM_RATE_STEPS = (1.0, 0.89, 1.13)
+# Workers' routine stacks: each worker every 10 s, where one dump at 0.3 a second reached each of
+# 16 workers every ~53 s
+SWEEP_INTERVAL_S = 10.0
+# re-attaching (found children included) costs ~70 ms: paid once a window; an Austin orphaned by
+# a killed dltop still ends by itself
+SWEEP_WINDOW_S = 300
+
+# Dump ranks, first served first: what the user looks at (no budget), a hang to confirm and a new
+# process (the urgent budget first, then the routine one), routine refreshes (the routine budget).
+REQUESTED, HANG_TO_CONFIRM, NEW, ROUTINE = 0, 1, 2, 3
+
+
+def dump_rank(requested: bool, hang_to_confirm: bool, new: bool) -> int:
+    if requested:
+        return REQUESTED
+    if hang_to_confirm:
+        return HANG_TO_CONFIRM
+    return NEW if new else ROUTINE
+
+
+class DumpBudget:
+    """Two token buckets of dumps: routine ones refilled at ``dumps_per_s``, urgent ones at
+    ``URGENT_DUMPS_PER_S``, both times the share and both up to ``DUMP_BURST``."""
+
+    def __init__(self) -> None:
+        self.routine = self.urgent = float(DUMP_BURST)
+
+    def refill(self, elapsed_s: float, dumps_per_s: float, share: float) -> None:
+        self.routine = min(float(DUMP_BURST), self.routine + elapsed_s * dumps_per_s * share)
+        self.urgent = min(float(DUMP_BURST), self.urgent + elapsed_s * URGENT_DUMPS_PER_S * share)
+
+    def take(self, rank: int) -> bool:
+        """May a dump of this rank start now? Spends its token: urgent ranks take an urgent one
+        while any is left, then a routine one; what the user looks at takes none."""
+        if rank in (HANG_TO_CONFIRM, NEW) and self.urgent >= 1:
+            self.urgent -= 1
+        elif rank != REQUESTED and self.routine >= 1:
+            self.routine -= 1
+        elif rank != REQUESTED:
+            return False
+        return True
+
+
+def sweep_interval_s(share: float) -> float:
+    """A node watcher following several jobs sweeps each less often (its share of the budget)."""
+    return SWEEP_INTERVAL_S / max(share, 0.01)
+
+
+@dataclass
+class Pricing:
+    """A trainer's sampling window: the rate and length of the one under way, priced by what a
+    sample cost the sampler in the last window that sampled enough."""
+
+    sample_cost_s: float = 0.0  # the sampler's CPU per sample in the last priced window (0: not priced)
+    rate: float = 0.0  # samples a second of the window under way
+    seconds: int = 0  # its planned length
+    samples: int = 0  # main-thread samples of the Austin window under way
+
+    def plan_record(self, windows_done: int, share: float, trainers: int) -> None:
+        """A ``py-spy record`` window: 1, 2, 3 ... 8 s long, at the cycled rate or what its share affords."""
+        self.seconds = min(RECORD_WINDOW_MAX_S, 1 + windows_done)
+        cycled = RECORD_RATES[windows_done % len(RECORD_RATES)]
+        # py-spy's start-up is priced over a full-length window: the first short windows (an answer
+        # within a second) would otherwise all run at the minimum rate
+        budget = RECORD_CPU_SHARE * share / trainers - RECORD_STARTUP_S / RECORD_WINDOW_MAX_S
+        affordable = budget / self.sample_cost_s if self.sample_cost_s else cycled
+        self.rate = int(max(MIN_RECORD_RATE, min(cycled, affordable)))
+
+    def plan_stream(self, windows_done: int, share: float, trainers: int) -> None:
+        """An Austin window at the rate its share affords, stepped from window to window."""
+        budget = STREAM_CPU_SHARE * share / trainers - STREAM_STARTUP_S / STREAM_WINDOW_S
+        affordable = budget / self.sample_cost_s if self.sample_cost_s else STREAM_FIRST_RATE
+        step = STREAM_RATE_STEPS[windows_done % len(STREAM_RATE_STEPS)]
+        self.rate = max(MIN_RECORD_RATE, min(STREAM_MAX_RATE, affordable)) * step
+        self.seconds = STREAM_WINDOW_S if self.sample_cost_s else STREAM_FIRST_WINDOW_S
+        self.samples = 0
+
+    def price_record(self, cpu_s: float, ran_s: float) -> None:
+        """A record window that ran ``ran_s`` (cut short, or its whole length) cost ``cpu_s``."""
+        planned = max(1.0, min(ran_s, self.seconds) * self.rate)
+        if planned >= MIN_SAMPLES_TO_PRICE:
+            self.sample_cost_s = max(0.0, cpu_s - RECORD_STARTUP_S) / planned
+
+    def price_stream(self, cpu_s: float) -> None:
+        """An Austin window that ended cost ``cpu_s`` for its ``samples``: priced, however cheap
+        (a small trainer's window may cost less than its start-up estimate)."""
+        if self.samples >= MIN_SAMPLES_TO_PRICE:
+            self.sample_cost_s = max(MIN_SAMPLE_COST_S, (cpu_s - STREAM_STARTUP_S) / self.samples)

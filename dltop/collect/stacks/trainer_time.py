@@ -1,0 +1,100 @@
+"""Trainer time: where a trainer's main thread spends its time, from windows of its samples
+(docs/how-it-works.md#how-stacks-are-sampled).
+
+Each window (an Austin stream's samples since the last tick, or a ``py-spy record`` window) is
+judged sample by sample in time order (``dltop.frames.trainer_phases``: waiting for data,
+collating, starting workers, running the step) and kept for ``TRAINER_TIME_HISTORY_S``; the
+phases over those windows are ``TrainerTime``, and the newest window's commonest phase is what
+the trainer is doing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Optional
+
+from dltop import frames as stackframes
+from dltop.model import PHASES, Frame, TrainerTime
+
+TRAINER_TIME_HISTORY_S = 30.0
+
+
+@dataclass(frozen=True)
+class TrainerWindow:
+    began: float
+    ended: float
+    phases: Counter[str]  # phase -> main-thread samples
+    stacks: Counter[tuple[Frame, ...]]  # frames -> main-thread samples
+
+    @property
+    def samples(self) -> int:
+        return sum(self.phases.values())
+
+
+@dataclass
+class TrainerSamples:
+    """A trainer's main-thread samples over the last ``TRAINER_TIME_HISTORY_S``, and what its
+    samples showed of its DataLoader."""
+
+    windows: deque[TrainerWindow] = field(default_factory=deque)  # newest last
+    windows_done: int = 0
+    in_epoch_start: bool = False  # the last sample was in an epoch's start-up
+    pin_thread: Optional[bool] = None  # a thread of the last window ran _pin_memory_loop
+    worker_loader: bool = False  # seen inside a DataLoader iterator with worker processes
+
+    def add(
+        self,
+        samples: list[tuple[Frame, ...]],
+        others: set[tuple[Frame, ...]],
+        began: float,
+        now: float,
+        starting: Optional[list[bool]],
+    ) -> None:
+        """``samples``: the main thread's, in time order, from ``began`` to ``now``; ``others``: the
+        distinct stacks of its other threads (the pin-memory thread's among them); ``starting``:
+        per sample, whether one of its workers was still starting then (``workers_starting``)."""
+        self.pin_thread = any(stackframes.has_pin_memory_loop(list(s)) for s in others | set(samples))
+        self.saw(set(samples))
+        phases, self.in_epoch_start = stackframes.trainer_phases(samples, self.in_epoch_start, starting)
+        self.windows.append(TrainerWindow(began, now, Counter(phases), Counter(samples)))
+        self.windows_done += 1
+        while self.windows and now - self.windows[0].ended > TRAINER_TIME_HISTORY_S:
+            self.windows.popleft()
+
+    def saw(self, stacks: set[tuple[Frame, ...]]) -> None:
+        """Main-thread stacks (a window's, or a dump's)."""
+        self.worker_loader = self.worker_loader or any(stackframes.uses_worker_processes(list(s)) for s in stacks)
+
+    def time(self) -> Optional[TrainerTime]:
+        if not self.windows:
+            return None
+        phases: Counter[str] = Counter()
+        for window in self.windows:
+            phases.update(window.phases)
+        total = sum(phases.values())
+        if not total:
+            return None
+        return TrainerTime(
+            samples=total,
+            window_s=self.windows[-1].ended - self.windows[0].began,
+            **{name: 100.0 * phases[phase] / total for phase, name in PHASES.items()},
+        )
+
+    def activity(self, stack: tuple[Frame, ...]) -> str:
+        """The newest window's commonest phase; before any window, its first-sight dump's."""
+        latest = self.windows[-1] if self.windows else None
+        if latest and latest.samples:
+            return latest.phases.most_common(1)[0][0]
+        return stackframes.trainer_phase(list(stack))
+
+
+def workers_starting(
+    intervals: list[tuple[float, Optional[float]]], count: int, began: float, rate: float
+) -> Optional[list[bool]]:
+    """Per sample of a window: was one of this trainer's workers still starting then (between one
+    of ``intervals``' start and ready)? Samples are ``1/rate`` apart from the window's start."""
+    if not intervals:
+        return None
+    times = [began + (i + 0.5) / max(rate, 1) for i in range(count)]
+    return [any(start <= t and (ready is None or t < ready) for start, ready in intervals) for t in times]

@@ -1,0 +1,358 @@
+"""The stack sampler's schedule on a fake clock: which runs it starts, when, on which budget.
+
+No job and no py-spy or Austin: the run classes are replaced by fakes that keep the commands
+they were given and answer with the stack the test gave the process, and each process's
+schedstat (main-thread CPU and timeslices) is what the test says it did. One tick a second.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+import pytest
+
+from dltop.collect.stacks import sampler
+from dltop.collect.stacks.budget import DUMP_BURST, MAX_IN_FLIGHT, REQUESTED, ROUTINE, DumpBudget, Pricing
+from dltop.collect.stacks.hangs import HangEvidence
+from dltop.collect.stacks.pyspy import RunResult
+from dltop.frames import make_frame
+
+JOB = 1000
+WALL = 1_700_000_000.0
+TORCH = "/venv/lib/python3.11/site-packages/torch/utils/data"
+TRAIN = "/srv/train.py"
+# stacks outermost first: (function, file, line)
+FETCHING = [
+    ("<module>", TRAIN, 9),
+    ("_worker_loop", f"{TORCH}/_utils/worker.py", 309),
+    ("fetch", f"{TORCH}/_utils/fetch.py", 52),
+]
+WAITING = [
+    ("<module>", TRAIN, 20),
+    ("__next__", f"{TORCH}/dataloader.py", 631),
+    ("_get_data", f"{TORCH}/dataloader.py", 1295),
+]
+IDLE = [
+    ("<module>", TRAIN, 9),
+    ("_worker_loop", f"{TORCH}/_utils/worker.py", 309),
+    ("get", "/usr/lib/python3.11/multiprocessing/queues.py", 113),
+]
+STEP = [("<module>", TRAIN, 20), ("step", TRAIN, 40)]
+
+
+class FakeRun:
+    """Stands in for PySpyRun: keeps its command and answers with the stack its process had when
+    it began (None while the job holds it)."""
+
+    job: FakeJob
+
+    def __init__(self, command: list[str], timeout_s: float, output: Optional[str] = None) -> None:
+        self.command, self.began, self.held = command, self.job.now, _pid(command) in self.job.hold
+        self.answer = self.job.answer(command)
+        self.process = None
+        self.job.runs.append(self)
+
+    def poll(self) -> Optional[RunResult]:
+        return None if self.held else self.answer
+
+    def kill(self) -> None:
+        self.held = True
+
+    def interrupt(self) -> None:
+        pass
+
+
+class FakeStream(FakeRun):
+    """Stands in for StreamRun: runs on; ``take`` gives the lines the test fed it."""
+
+    def __init__(self, command: list[str], timeout_s: float) -> None:
+        super().__init__(command, timeout_s)
+        self.lines: list[str] = []
+        self.lines_taken = 0
+
+    def poll(self) -> Optional[RunResult]:
+        return None
+
+    def take(self) -> list[str]:
+        lines, self.lines = self.lines, []
+        self.lines_taken += len(lines)
+        return lines
+
+
+@dataclass
+class Proc:
+    role: str
+    stack: list[tuple[str, str, int]]
+    working: bool = True  # its main thread runs between ticks
+    run_ns: int = 0
+    slices: int = 0
+
+
+class FakeJob:
+    """Processes whose stacks and CPU the test sets, the sampler under test on a fake clock, and
+    every run it started."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, austin: str = "", dumps_per_s: float = 1.0) -> None:
+        self.now = 0.0
+        self.hold: set[int] = set()  # pids whose runs answer only when released
+        self.procs: dict[int, Proc] = {}
+        self.runs: list[FakeRun] = []
+        monkeypatch.setattr(sampler, "PySpyRun", type("Run", (FakeRun,), {"job": self}))
+        monkeypatch.setattr(sampler, "StreamRun", type("Stream", (FakeStream,), {"job": self}))
+        monkeypatch.setattr(sampler, "_alive", lambda proc: True)
+        self.sampler = sampler.StackSampler(
+            JOB, py_spy="py-spy", austin=austin, dumps_per_s=dumps_per_s, clock=self.clock, wall=self.wall
+        )
+
+    def clock(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return WALL + self.now
+
+    def tick(self) -> None:
+        """One tick at ``now``, then a second passes."""
+        for proc in self.procs.values():
+            if proc.working:
+                proc.run_ns, proc.slices = proc.run_ns + 500_000_000, proc.slices + 50
+        members = [(pid, 1, p.role, (p.run_ns, 0, p.slices)) for pid, p in self.procs.items()]
+        self.sampler.update(members)
+        self.now += 1
+
+    def run_until(self, end: float) -> None:
+        while self.now <= end:
+            self.tick()
+
+    def release(self) -> None:
+        for run in self.runs:
+            run.held = False
+
+    def answer(self, command: list[str]) -> Optional[RunResult]:
+        """What a dump started now shows: py-spy's JSON (with ``_worker_loop``'s locals where
+        asked) or Austin's where mode; record windows and streams give nothing here."""
+        pid = _pid(command)
+        stack = self.procs[pid].stack
+        if command[1] == "dump":
+            return RunResult(True, _pyspy_dump(pid, stack, with_locals="--locals" in command), "")
+        if command[1] == "-w":
+            return RunResult(True, _austin_where(pid, stack), "")
+        return None
+
+    def dumps(self) -> list[tuple[float, int]]:
+        """(when, pid) of every dump started, py-spy's or Austin's."""
+        return [(run.began, _pid(run.command)) for run in self.runs if run.command[1] in ("dump", "-w")]
+
+
+def _pid(command: list[str]) -> int:
+    return int(command[command.index("--pid") + 1]) if "--pid" in command else int(command[-1])
+
+
+def _pyspy_dump(pid: int, stack: list[tuple[str, str, int]], with_locals: bool) -> str:
+    frames = []
+    for function, path, line in reversed(stack):  # py-spy lists frames innermost first
+        frame: dict = {"name": function, "filename": path, "line": line}
+        if with_locals and function == "_worker_loop":
+            frame["locals"] = [{"name": "worker_id", "repr": str(pid % 10)}, {"name": "num_workers", "repr": "2"}]
+        frames.append(frame)
+    return json.dumps([{"thread_id": 1, "os_thread_id": pid, "thread_name": "MainThread", "frames": frames}])
+
+
+def _austin_where(pid: int, stack: list[tuple[str, str, int]]) -> str:
+    head = f"\n\n\U0001f4a4 Process {pid} \U0001f9f5 Thread 0:{pid}\n\n"
+    return head + "".join(f"    {function} ({path}:{line})\n" for function, path, line in stack)
+
+
+def _austin_line(pid: int, stack: list[tuple[str, str, int]]) -> str:
+    """One sample of a process's main thread as Austin's pipe mode writes it."""
+    return f"P{pid};T0:{pid};" + ";".join(f"{path}:{function}:{line}" for function, path, line in stack) + " 1000"
+
+
+@pytest.fixture
+def make_job(monkeypatch: pytest.MonkeyPatch):
+    jobs: list[FakeJob] = []
+
+    def make(**kwargs) -> FakeJob:
+        jobs.append(FakeJob(monkeypatch, **kwargs))
+        return jobs[-1]
+
+    yield make
+    for job in jobs:
+        job.sampler.close()
+
+
+def test_dump_tokens_refill_at_dumps_per_s_times_share_up_to_a_burst():
+    budget = DumpBudget()
+    assert (budget.routine, budget.urgent) == (DUMP_BURST, DUMP_BURST)
+    assert [budget.take(ROUTINE) for _ in range(5)] == [True, True, True, True, False]
+    budget.refill(2.0, dumps_per_s=1.0, share=0.25)  # half a token
+    assert (budget.routine, budget.urgent) == (0.5, DUMP_BURST)
+    assert not budget.take(ROUTINE) and budget.take(REQUESTED)  # what the user looks at needs none
+    budget.refill(100.0, dumps_per_s=1.0, share=0.25)
+    assert budget.routine == DUMP_BURST
+
+
+def test_a_working_worker_is_dumped_as_the_routine_budget_allows(make_job):
+    """0.5 a second (1 a second, half the budget): after the first dump (urgent, a new process),
+    a burst of routine dumps while the 4 tokens last (the first second's refill is lost to the
+    cap), then one every 2 s."""
+    job = make_job(dumps_per_s=1.0)
+    job.sampler.share = 0.5
+    job.procs[11] = Proc("worker", FETCHING)
+    job.run_until(20)
+    assert [when for when, _ in job.dumps()] == [0, 1, 2, 3, 4, 5, 6, 7, 9, 11, 13, 15, 17, 19]
+
+
+def test_a_worker_quiet_after_working_is_dumped_on_the_urgent_budget(make_job):
+    """Routine tokens (0.25 a second) run out by t2 and serve worker 11 again at t5 and t9; worker
+    12 stops working after t3, and 3 s of quiet later is a hang to confirm: dumped at t6 from the
+    urgent budget, ahead of the routine refresh it would have waited for."""
+    job = make_job(dumps_per_s=0.25)
+    job.procs[11] = Proc("worker", FETCHING)
+    job.procs[12] = quiet = Proc("worker", FETCHING)
+    for _ in range(13):
+        quiet.working = job.now < 4
+        job.tick()
+    assert job.dumps() == [(0, 11), (0, 12), (1, 11), (1, 12), (2, 11), (2, 12), (5, 11), (6, 12), (9, 11)]
+
+
+def test_quiet_for_3_s_after_working_is_a_hang_to_confirm():
+    """Not an idle worker (waiting for an index) that used no more than 5 ms of CPU since its dump."""
+    fetching, idle = (tuple(make_frame(*frame) for frame in stack) for stack in (FETCHING, IDLE))
+    hang = HangEvidence()
+    for now in (10.0, 11.0, 12.0):
+        hang.read(run_ns=10**9, slices=100, now=now)  # quiet since 10
+    assert hang.to_confirm(fetching, run_ns_at_dump=10**9) is False  # quiet 2 s: between batches
+    hang.read(run_ns=10**9, slices=100, now=13.0)
+    assert hang.to_confirm(fetching, run_ns_at_dump=10**9) is True
+    assert hang.to_confirm(idle, run_ns_at_dump=10**9 - 5_000_000) is False
+    assert hang.to_confirm(idle, run_ns_at_dump=10**9 - 5_000_001) is True
+
+
+def test_a_hang_to_confirm_takes_the_last_slot_before_an_older_routine_refresh(make_job):
+    """Workers 21-23 hold three of the four dumps in flight for good, so 11 and 12 take turns on
+    the last one, oldest dump first, while routine tokens last (0.25 a second). Worker 12 stops
+    working after t6; at t9 it is a hang to confirm and takes the slot (and an urgent token) from
+    11, whose routine token waits for the next tick."""
+    job = make_job(dumps_per_s=0.25)
+    job.hold = {21, 22, 23}
+    for pid in (21, 22, 23, 11):
+        job.procs[pid] = Proc("worker", FETCHING)
+    job.procs[12] = quiet = Proc("worker", FETCHING)
+    for _ in range(11):
+        quiet.working = job.now <= 6
+        job.tick()
+    assert job.dumps() == [
+        (0, 21), (0, 22), (0, 23), (0, 11), (1, 12), (2, 11), (3, 12), (4, 11), (5, 12), (9, 12), (10, 11),
+    ]  # fmt: skip
+
+
+def test_an_unchanged_process_is_not_dumped_again_and_its_stuck_time_grows(make_job):
+    """Worker 11 works until t2, then never runs: the dump that began at t2 is its last, and its
+    stack has provably been current since (its timeslices did not change)."""
+    job = make_job(dumps_per_s=1.0)
+    job.procs[11] = worker = Proc("worker", FETCHING)
+    stuck = {}
+    for _ in range(11):
+        worker.working = job.now <= 2
+        job.tick()
+        stuck[job.now - 1] = job.sampler.procs[11].hang.stuck_s
+    assert [when for when, _ in job.dumps()] == [0, 1, 2]
+    assert stuck[3] == 0.0 and stuck[4] == 2.0 and stuck[10] == 8.0
+
+
+def test_what_the_user_looks_at_is_dumped_every_tick_without_budget(make_job):
+    """Worker 12 (looked at) gets a dump every tick, Austin's once py-spy's first read its loader;
+    worker 11 gets its first dump (urgent) and four routine ones, then no more (no refill)."""
+    job = make_job(austin="/opt/austin", dumps_per_s=0.0)
+    job.procs[11] = Proc("worker", FETCHING)
+    job.procs[12] = Proc("worker", FETCHING)
+    job.sampler.requested = {12}
+    job.run_until(9)
+    assert [when for when, pid in job.dumps() if pid == 12] == list(range(10))
+    assert [when for when, pid in job.dumps() if pid == 11] == [0, 1, 2, 3, 4]
+    looked_at = [run.command for run in job.runs if _pid(run.command) == 12]
+    assert looked_at[0] == ["py-spy", "dump", "--json", "--pid", "12", "--nonblocking", *["--locals"] * 4]
+    assert looked_at[1:] == [["/opt/austin", "-w", "12"]] * 9
+
+
+def test_at_most_max_in_flight_dumps_at_once(make_job):
+    """Six new workers at once: four dumps start, none while they are under way, the other two
+    once they came back (one on the urgent budget, refilled to 1, one on the routine one)."""
+    job = make_job()
+    for pid in range(11, 17):
+        job.procs[pid] = Proc("worker", FETCHING, working=False)
+    job.hold = set(job.procs)
+    job.run_until(1)
+    job.hold = set()
+    job.release()
+    job.run_until(3)
+    assert MAX_IN_FLIGHT == 4
+    assert job.dumps() == [(0, 11), (0, 12), (0, 13), (0, 14), (2, 15), (2, 16)]
+
+
+def _job_with_sweep(make_job, share: float) -> FakeJob:
+    job = make_job(austin="/opt/austin", dumps_per_s=0.25)
+    job.sampler.share = share
+    job.procs[JOB] = Proc("trainer", WAITING)
+    job.procs[11] = Proc("worker", FETCHING)
+    job.procs[12] = Proc("worker", FETCHING)
+    return job
+
+
+def _sweep_runs(job: FakeJob) -> list[FakeStream]:
+    return [run for run in job.runs if isinstance(run, FakeStream) and "-C" in run.command]
+
+
+@pytest.mark.parametrize("share, interval_us, lately_s", [(1.0, 10_000_000, 21), (0.5, 20_000_000, 41)])
+def test_swept_workers_are_not_dumped_routinely(make_job, share, interval_us, lately_s):
+    """One Austin under the trainer samples every process under it, every 10 s (20 s on half the
+    budget). Workers' first dumps read their loader, routine tokens then go while the dumps
+    still under way keep the sweep off them; once swept, no routine dump, until the sweep has
+    given nothing for twice its interval (and a second)."""
+    job = _job_with_sweep(make_job, share)
+    job.tick()
+    (sweep,) = _sweep_runs(job)
+    assert sweep.command[-9:] == ["/opt/austin", "-C", "-P", "-i", f"{interval_us}us", "-x", "300", "-p", str(JOB)]
+    for _ in range(8):
+        sweep.lines = [_austin_line(pid, FETCHING) for pid in (11, 12)]
+        job.tick()
+    assert [when for when, pid in job.dumps() if pid != JOB] == [0, 0, 1, 1, 2, 2]
+    swept = job.sampler.procs[11]
+    # as a dump that began at the tick before (what was proven then holds), taken now
+    assert (swept.sweep.swept_at, swept.run_began.at, swept.stack_wall) == (8, 7, WALL + 8)
+    job.run_until(8 + lately_s + 1)  # the sweep gives nothing more
+    assert [when for when, pid in job.dumps() if pid != JOB][6:] == [8 + lately_s + 1] * 2
+    assert [run.command for run in job.runs][-2:] == [["/opt/austin", "-w", "11"], ["/opt/austin", "-w", "12"]]
+
+
+def test_a_trainer_is_streamed_by_austin_and_its_time_split_by_phase(make_job):
+    """First sight: one py-spy dump; then an Austin stream, 3 s at 13 Hz until a window is priced;
+    each tick's samples are a window of trainer time."""
+    job = _job_with_sweep(make_job, 1.0)
+    job.tick()
+    job.tick()
+    trainer = [run.command for run in job.runs if _pid(run.command) == JOB and "-C" not in run.command]
+    assert trainer[0] == ["py-spy", "dump", "--json", "--pid", str(JOB), "--nonblocking"]
+    assert trainer[1][-8:] == ["/opt/austin", "-P", "-i", "76923us", "-x", "3", "-p", str(JOB)]
+    (stream,) = [run for run in job.runs if isinstance(run, FakeStream) and "-C" not in run.command]
+    stream.lines = [_austin_line(JOB, WAITING)] * 3 + [_austin_line(JOB, STEP)]
+    job.tick()
+    spent = job.sampler.trainer_time(JOB)
+    assert (spent.samples, spent.window_s) == (4, 1.0)
+    assert (spent.waiting_for_data_percent, spent.running_percent) == (75.0, 25.0)
+    assert job.sampler.activity(JOB) == "waiting-for-data"
+
+
+def test_half_the_budget_affords_a_trainer_fewer_samples():
+    """A priced sample costing 0.1 ms: Austin's 0.2% of a core, less its start-up over 15 s, buys
+    14.7 a second, half of it 4.7; py-spy's 0.6% less its start-up over 8 s buys 41, capped at the
+    third window's cycled 17 Hz, and half of it 11.25: 11 Hz (py-spy takes whole rates)."""
+    full, half = Pricing(sample_cost_s=1e-4), Pricing(sample_cost_s=1e-4)
+    full.plan_stream(0, share=1.0, trainers=1)
+    half.plan_stream(0, share=0.5, trainers=1)
+    assert (round(full.rate, 2), round(half.rate, 2), full.seconds) == (14.67, 4.67, 15)
+    full.plan_record(2, share=1.0, trainers=1)
+    half.plan_record(2, share=0.5, trainers=1)
+    assert (full.rate, half.rate, full.seconds) == (17, 11, 3)
