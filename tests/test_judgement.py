@@ -195,6 +195,7 @@ def test_workers_that_lived_between_two_ticks_take_the_jobs_cpus():
     """Short-lived workers are in no reading of their own, only in the trainer's reaped CPU: a
     job that looks CPU-idle without it fills its 2 CPUs, and more workers cannot run faster."""
     from dltop.diagnose.capacity import capacity
+    from dltop.diagnose.window import Window
     from dltop.tui import view
 
     idle = bound_window(60.0, workers=2, cpu=5.0, cpus_allowed=2.0, trainer_cpu=10.0, ticks=4)
@@ -206,8 +207,8 @@ def test_workers_that_lived_between_two_ticks_take_the_jobs_cpus():
         for snap in idle
     ]  # fmt: skip
     settings = Settings()
-    assert capacity(idle, idle[-1].loaders[0], settings).speedup_cpus > 5  # 2 CPUs / 0.2 seen
-    cap = capacity(full, full[-1].loaders[0], settings)
+    assert capacity(Window(idle), idle[-1].loaders[0], settings).speedup_cpus > 5  # 2 CPUs / 0.2 seen
+    cap = capacity(Window(full), full[-1].loaders[0], settings)
     assert math.isclose(cap.speedup_cpus, 1.0) and cap.cpu_bound
     assert cap.suggested == 2  # nothing more fits
     assert view.system_lines(full[-1])[0].startswith("CPU  job 2.0/2")

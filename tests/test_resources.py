@@ -214,3 +214,18 @@ def test_a_gpu_idle_without_stacks_says_the_cause_is_unknown():
     window = [dataclasses.replace(snap, stacks_status="denied", loaders=[unmeasured])] * 12
     (found,) = only(diagnose(window), "gpu-underutilized")
     assert "cause unknown" in found.title and "training step" not in found.detail
+
+
+def test_a_gpu_is_starved_by_input_exactly_when_input_bound_says_so():
+    """gpu-underutilized reads the data wait input-bound reads, not input-bound itself: over many
+    waits and sample counts the two agree, on the finding and on the figure they print."""
+    for wait in (20.0, 29.0, 31.0, 33.0, 34.55, 57.46, 90.0):
+        for samples in (10, 40, 100, 2000):
+            findings = diagnose(bound_window(wait, gpu_util=20.0, ticks=6, samples=samples), related=False)
+            bound, gpu = only(findings, "input-bound"), only(findings, "gpu-underutilized")
+            starved = [f for f in gpu if f.evidence["input_bound"]]
+            assert len(starved) == len(bound), (wait, samples)
+            for cause, idle in zip(bound, starved):
+                said = cause.title.split("waits for data ")[1].split("%")[0]
+                assert f"waits for data {said}% of the time" in idle.detail
+                assert idle.suggestion == "Feed it faster: see input-bound for trainer 1."

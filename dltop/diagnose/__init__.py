@@ -1,26 +1,32 @@
 """Findings from a window of Snapshots (DESIGN.md §1-2): pure rules, no I/O.
 
 Each rule is one small function ``rule(window, settings) -> [Finding]`` registered in
-``RULES``; ``diagnose`` runs them all over the window (oldest first, newest last).
+``RULES``, one subject a module (faults, advice, cpu, disk, memory, shm, fds, gpu); ``diagnose``
+builds one ``Window`` over the ticks (oldest first, newest last) and runs them all over it. Rules
+never call each other: which finding explains which is ``relations``' to say.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from dltop.diagnose.advice import input_bound, pin_memory, too_many_workers, workers_respawning
+from dltop.diagnose.cpu import cpu_oversubscribed
+from dltop.diagnose.disk import disk_saturated
 from dltop.diagnose.faults import stacks_unavailable, trainer_stalled, worker_died, worker_hung
+from dltop.diagnose.fds import fd_near_limit
+from dltop.diagnose.gpu import gpu_underutilized
+from dltop.diagnose.memory import worker_memory_growth
 from dltop.diagnose.pending import pending
 from dltop.diagnose.relations import relate
-from dltop.diagnose.resources import (
-    cpu_oversubscribed,
-    disk_saturated,
-    fd_near_limit,
-    gpu_underutilized,
-    shm_low,
-    worker_memory_growth,
-)
+from dltop.diagnose.shm import shm_low
+from dltop.diagnose.window import Window
+from dltop.model import Finding, Snapshot
 from dltop.settings import DEFAULTS, Settings
 
-RULES = (
+Rule = Callable[[Window, Settings], list[Finding]]
+
+RULES: tuple[Rule, ...] = (
     stacks_unavailable,
     worker_hung,
     worker_died,
@@ -38,16 +44,17 @@ RULES = (
 )
 
 
-def diagnose(window: list, settings: Settings = DEFAULTS, related: bool = True) -> list:
-    """Every finding the window supports, consequences tied to their causes, most severe first.
-    ``related`` False leaves them unrelated (a live view holds findings first, then relates the
-    ones it shows: a consequence must not name a cause that is not on screen)."""
-    if not window:
+def diagnose(ticks: Sequence[Snapshot], settings: Settings = DEFAULTS, related: bool = True) -> list[Finding]:
+    """Every finding the ticks (oldest first) support, consequences tied to their causes, most
+    severe first. ``related`` False leaves them unrelated (a live view holds findings first, then
+    relates the ones it shows: a consequence must not name a cause that is not on screen)."""
+    if not ticks:
         return []
-    findings: list = []
+    window = Window(ticks)
+    findings: list[Finding] = []
     for rule in RULES:
         findings.extend(rule(window, settings))
     return relate(findings) if related else findings
 
 
-__all__ = ["RULES", "diagnose", "pending", "relate"]
+__all__ = ["RULES", "Rule", "Window", "diagnose", "pending", "relate"]

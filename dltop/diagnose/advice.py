@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import Optional
 
 from dltop.diagnose.capacity import Capacity, capacities
-from dltop.diagnose.figures import bench_args, loader_change, per_snapshot, trusted_wait, wait_error
+from dltop.diagnose.figures import bench_args, input_bound_wait, loader_change, wait_error
+from dltop.diagnose.window import Window
 from dltop.frames import costly_frame
-from dltop.model import Finding, LoaderSample, Snapshot
+from dltop.model import Finding, LoaderSample, Severity, Snapshot
 from dltop.settings import Settings
 from dltop.units import human_bytes
 
 
-def workers_respawning(window: list, settings: Settings) -> list:
-    latest: Snapshot = window[-1]
+def workers_respawning(window: Window, settings: Settings) -> list[Finding]:
+    latest = window.latest
     findings = []
     for loader in latest.loaders:
         workers = loader.num_workers  # the most seen alive at once until a worker's settings are read
@@ -60,9 +62,9 @@ def workers_respawning(window: list, settings: Settings) -> list:
     return findings
 
 
-def pin_memory(window: list, settings: Settings) -> list:
+def pin_memory(window: Window, settings: Settings) -> list[Finding]:
     """Pinned host memory makes host-to-GPU copies async; it only helps a job that uses a GPU."""
-    latest: Snapshot = window[-1]
+    latest = window.latest
     on_gpu = {p.pid for gpu in latest.gpus for p in gpu.processes}
     findings = []
     for loader in latest.loaders:
@@ -92,7 +94,7 @@ def pin_memory(window: list, settings: Settings) -> list:
     return findings
 
 
-def _pin_finding(loader: LoaderSample, severity: str, title: str, detail: str, suggestion: str) -> Finding:
+def _pin_finding(loader: LoaderSample, severity: Severity, title: str, detail: str, suggestion: str) -> Finding:
     return Finding(
         id="pin-memory",
         severity=severity,
@@ -105,27 +107,21 @@ def _pin_finding(loader: LoaderSample, severity: str, title: str, detail: str, s
     )
 
 
-def input_bound(window: list, settings: Settings) -> list:
+def input_bound(window: Window, settings: Settings) -> list[Finding]:
     """The trainer waits for data: how many workers would keep up (capacity.py's model), or, when
     the CPUs bind, what frees them."""
     return [
-        _input_bound_finding(window, cap, settings)
+        _input_bound_finding(window, cap, wait, settings)
         for cap in capacities(window, settings)
-        if cap.wait is not None and surely_above(cap.wait, wait_error(cap.loader), settings.input_bound_percent)
+        if (wait := input_bound_wait(cap.loader, settings)) is not None
     ]
 
 
-def surely_above(wait: float, error, percent: float) -> bool:
-    """The sampled share clears the threshold by one standard error (a share read from 90 samples
-    is +-5 points: 33% of them is not yet evidence of 30%)."""
-    return (wait - (error or 0.0)) * 100 >= percent
-
-
-def _input_bound_finding(window: list, cap: Capacity, settings: Settings) -> Finding:
-    loader, workers, wait = cap.loader, cap.workers, cap.wait
+def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: Settings) -> Finding:
+    loader, workers = cap.loader, cap.workers
     hot = _costly_frame(window, set(loader.worker_pids) or {loader.trainer_pid})
     suggested, binding, threads = cap.suggested, cap.binding, cap.trainer_threads()
-    detail, suggestion, change, replay = _input_bound_advice(cap, hot, suggested, binding, threads)
+    detail, suggestion, change, replay = _input_bound_advice(cap, wait, hot, suggested, binding, threads)
     return Finding(
         id="input-bound",
         severity="warning" if wait * 100 >= settings.input_bound_warning_percent else "info",
@@ -161,9 +157,16 @@ def _input_bound_finding(window: list, cap: Capacity, settings: Settings) -> Fin
     )
 
 
-def _input_bound_advice(cap: Capacity, hot, suggested, binding, threads) -> tuple:
+def _input_bound_advice(
+    cap: Capacity,
+    wait: float,
+    hot: Optional[str],
+    suggested: Optional[int],
+    binding: Optional[str],
+    threads: Optional[int],
+) -> tuple[str, str, Optional[dict[str, int]], Optional[list[str]]]:
     """(detail, suggestion, change, bench args): one story, its sentences agreeing with its figures."""
-    loader, workers, wait = cap.loader, cap.workers, cap.wait
+    loader, workers = cap.loader, cap.workers
     if workers:
         now = f"{workers} worker(s), each busy {cap.figures.busy * 100:.0f}% of the time"
     else:
@@ -176,31 +179,31 @@ def _input_bound_advice(cap: Capacity, hot, suggested, binding, threads) -> tupl
     if binding == "disk":
         return (f"{reach}, but the disk it reads is saturated.",
                 "More workers will not help: the disk is saturated (see disk-saturated).", None, None)  # fmt: skip
-    change = {}
-    parts = []
+    change: dict[str, int] = {}
+    parts: list[str] = []
     if threads is not None:
         parts.append(
             f"OMP_NUM_THREADS={threads} for the trainer (or torch.set_num_threads({threads})): its intra-op"
             f" threads use {cap.trainer_threads_cpu:.1f} of the {cap.cpus_allowed:g} CPUs its workers need"
         )
         change["OMP_NUM_THREADS"] = threads
-    more = suggested is not None and suggested > workers
-    if more:
-        parts.append(loader_change(loader, num_workers=suggested))
-        change["num_workers"] = suggested
+    more = suggested if suggested is not None and suggested > workers else None  # the workers to ask for
+    if more is not None:
+        parts.append(loader_change(loader, num_workers=more))
+        change["num_workers"] = more
     who = "Its workers" if workers else "The fetch"
     io = f" {who} mostly wait (storage, network) rather than compute, so more workers than CPUs fit." if (
-        more and cap.io_bound_workers and suggested > (cap.cpus_per_rank or suggested)) else ""  # fmt: skip
-    if more:
+        more is not None and cap.io_bound_workers and more > (cap.cpus_per_rank or more)) else ""  # fmt: skip
+    if more is not None:
         capped = f" (capped by {binding})" if binding else ""
-        each = min(1.0, (workers * cap.figures.busy if workers else wait) * cap.speedup / suggested)
-        detail = f"{reach}: that takes about {suggested} worker(s){capped}, each busy about {each * 100:.0f}%.{io}"
-        replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=suggested)
+        each = min(1.0, (workers * cap.figures.busy if workers else wait) * cap.speedup / more)
+        detail = f"{reach}: that takes about {more} worker(s){capped}, each busy about {each * 100:.0f}%.{io}"
+        replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more)
     else:
         what = f"{binding} limit" if binding else "no more are needed at this pace"
         detail = f"{reach}; {cap.needed} worker(s) would do, so more will not help ({what})."
         replay = None
-    if not more:
+    if more is None:
         parts.append(
             "make each sample cheaper" + (f", starting with {hot}" if hot else "")
             + " (decode smaller images, cache preprocessed samples, move augmentation to the GPU)"
@@ -208,27 +211,25 @@ def _input_bound_advice(cap: Capacity, hot, suggested, binding, threads) -> tupl
     return detail, "; then ".join(parts), change or None, replay
 
 
-def _round(value):
+def _round(value: Optional[float]) -> Optional[float]:
     return round(value, 2) if value is not None else None
 
 
-def _costly_frame(window: list, pids: set):
+def _costly_frame(window: Window, pids: set[int]) -> Optional[str]:
     """Where the fetch spends its time, counted over the window's stacks of these processes."""
-    counts: Counter = Counter()
-    members = frozenset(pids)
-    for snap in window:
-        counts.update(_costly_frames(snap, members))
-    return max(counts, key=counts.get) if counts else None
+    counts: Counter[str] = Counter()
+    for frames in window.per_tick(_costly_frames, frozenset(pids)):
+        counts.update(frames)
+    return max(counts, key=counts.__getitem__) if counts else None
 
 
-@per_snapshot
-def _costly_frames(snap: Snapshot, pids: frozenset) -> Counter:
+def _costly_frames(snap: Snapshot, pids: frozenset[int]) -> Counter[str]:
     """Where each of these processes' stacks spends the fetch, at one tick."""
     found = (costly_frame(p.stack) for p in snap.processes if p.pid in pids and p.stack)
     return Counter(frame.where() for frame in found if frame is not None)
 
 
-def too_many_workers(window: list, settings: Settings) -> list:
+def too_many_workers(window: Window, settings: Settings) -> list[Finding]:
     """The trainer never waits and the workers idle: the fewest workers that still keep up.
 
     Same model as input-bound with W ~ 0: N workers working a share u of the time supply what
@@ -237,8 +238,7 @@ def too_many_workers(window: list, settings: Settings) -> list:
     """
     findings = []
     for cap in capacities(window, settings):
-        loader, workers, figures = cap.loader, cap.loader.num_workers, cap.figures
-        wait = trusted_wait(loader, settings.min_stack_samples)
+        loader, workers, figures, wait = cap.loader, cap.loader.num_workers, cap.figures, cap.wait
         if wait is None or wait * 100 >= settings.too_many_wait_percent or workers < 2:
             continue
         # Workers that did nothing at all belong to a loader not being iterated now (a validation

@@ -20,19 +20,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 from dataclasses import dataclass
 from typing import Optional
 
 from dltop.diagnose.figures import (
     WorkerFigures,
+    column_means,
     cpu_figures,
-    means_over,
     saturated_disks,
     trusted_wait,
     worker_figures,
 )
-from dltop.model import LoaderSample, Snapshot
+from dltop.diagnose.window import Window
+from dltop.model import LoaderSample
 from dltop.settings import Settings
 
 THREADS_CPU = 0.25  # cores a trainer's other threads use before they count as intra-op work
@@ -57,7 +57,7 @@ class Capacity:
     speedup_pace: Optional[float]  # 1 / (1 - W)
     speedup_cpus: Optional[float]  # A / job_cpu
     needed: Optional[int]  # workers to keep up at the reachable speed-up, before the caps
-    caps: dict  # memory | disk -> workers at most
+    caps: dict[str, int]  # memory | disk -> workers at most
     missing: Optional[str]  # what the model lacks to give a number, in words
 
     @property
@@ -74,7 +74,8 @@ class Capacity:
     @property
     def cpu_bound(self) -> bool:
         """The CPUs bind and leave little room to go faster."""
-        return self.limited_by_cpus and self.speedup_cpus < CPU_BOUND
+        by_cpus = self.speedup_cpus
+        return self.limited_by_cpus and by_cpus is not None and by_cpus < CPU_BOUND
 
     @property
     def suggested(self) -> Optional[int]:
@@ -87,7 +88,7 @@ class Capacity:
         """What stops more workers from helping: cpus | memory | disk | None (the model's own count)."""
         if self.needed is None:
             return None
-        tightest = min(self.caps, key=self.caps.get) if self.caps else None
+        tightest = min(self.caps, key=self.caps.__getitem__) if self.caps else None
         if tightest is not None and self.caps[tightest] < self.needed:
             return tightest
         return "cpus" if self.limited_by_cpus else None
@@ -98,7 +99,7 @@ class Capacity:
         the trainer's fetch, whose CPU is at most the trainer's while it fetched."""
         f = self.figures
         if not self.workers:
-            return bool(self.wait) and self.trainer_cpu / self.wait < IO_BOUND_CPU
+            return self.wait is not None and self.wait != 0 and self.trainer_cpu / self.wait < IO_BOUND_CPU
         return f.busy > 0 and f.cpu / f.busy < IO_BOUND_CPU
 
     def trainer_threads(self) -> Optional[int]:
@@ -108,8 +109,18 @@ class Capacity:
         return max(1, math.floor(self.cpus_per_rank - self.workers * self.figures.cpu))
 
 
-def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity:
-    latest: Snapshot = window[-1]
+def capacities(window: Window, settings: Settings) -> list[Capacity]:
+    """The capacity of every loader of the window's newest tick, worked out once per window:
+    several rules read it."""
+    return window.once(_every_capacity, settings)
+
+
+def _every_capacity(window: Window, settings: Settings) -> list[Capacity]:
+    return [capacity(window, loader, settings) for loader in window.latest.loaders]
+
+
+def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capacity:
+    latest = window.latest
     wait = trusted_wait(loader, settings.min_stack_samples)
     pids = set(loader.worker_pids)
     workers = max(loader.num_workers, len(pids))
@@ -122,7 +133,8 @@ def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity
     system = latest.system
     allowed = system.cpus_allowed if system is not None else None
     ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ("zombie", "gone")))
-    job_cores, trainer_cpu, main_cpu = means_over(window[1:], cpu_figures, loader.trainer_pid, width=3)
+    # rates need a tick before them
+    job_cores, trainer_cpu, main_cpu = column_means(window.per_tick(cpu_figures, loader.trainer_pid)[1:], width=3)
     trainer_cpu = trainer_cpu or 0.0
     threads_cpu = max(0.0, trainer_cpu - main_cpu) if main_cpu is not None else 0.0
     pace = 1 / max(1 - wait, 0.05) if wait is not None else None
@@ -135,7 +147,7 @@ def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity
         needed = math.ceil(round(demand * reach * settings.workers_headroom, 6))
         if reach < MIN_GAIN:  # no room to go faster: the headroom alone must not ask for more
             needed = min(needed, workers)
-    caps = {}
+    caps: dict[str, int] = {}
     if system is not None and figures.memory and workers:
         caps["memory"] = workers + math.floor(0.5 * system.mem_available_bytes / figures.memory)
     if saturated_disks(window, settings.disk_util_percent, settings.disk_await_ms):
@@ -145,7 +157,9 @@ def capacity(window: list, loader: LoaderSample, settings: Settings) -> Capacity
                     by_cpus, needed, caps, missing)  # fmt: skip
 
 
-def _missing(wait, workers: int, figures: WorkerFigures, allowed, job_cpu) -> Optional[str]:
+def _missing(
+    wait: Optional[float], workers: int, figures: WorkerFigures, allowed: Optional[float], job_cpu: Optional[float]
+) -> Optional[str]:
     if wait is None:
         return "the trainer's data-wait share (py-spy stacks of the trainer)"
     if allowed is None:
@@ -155,15 +169,3 @@ def _missing(wait, workers: int, figures: WorkerFigures, allowed, job_cpu) -> Op
     if workers and not (figures.busy or figures.cpu):
         return "how busy the workers are (their stacks or CPU time)"
     return None
-
-
-_last = threading.local()  # .key, .result of this thread's last call: the rules of one diagnosis share it
-
-
-def capacities(window: list, settings: Settings) -> list:
-    """Capacity of every loader of the window's newest snapshot (worked out once per diagnosis:
-    several rules read it)."""
-    key = (id(window), len(window), id(window[-1]), settings)
-    if getattr(_last, "key", None) != key:
-        _last.key, _last.result = key, [capacity(window, loader, settings) for loader in window[-1].loaders]
-    return _last.result

@@ -10,8 +10,9 @@ import signal
 from datetime import datetime
 from typing import Optional
 
+from dltop.diagnose.window import Window
 from dltop.frames import is_dataloader_machinery, user_frame, waits_on_lock
-from dltop.model import Finding, ProcessSample, Snapshot, is_stuck
+from dltop.model import ExitedWorker, Finding, ProcessSample, Snapshot, is_stuck
 from dltop.settings import Settings
 from dltop.units import signal_name
 
@@ -24,7 +25,7 @@ BLOCKED_FIX = (
     "Find why this call blocks (a network or storage read without a timeout, a sleep, a queue); give it a "
     "timeout, and set DataLoader(..., timeout=120) so a stuck worker raises instead of stalling forever."
 )
-SIGNAL_HINTS = {
+SIGNAL_HINTS: dict[int, str] = {
     signal.SIGKILL: "SIGKILL usually means the kernel's OOM killer (see `dmesg`) or a container memory limit: "
     "lower num_workers or per-worker memory (keep dataset metadata in numpy/arrow, not Python lists)",
     signal.SIGBUS: "SIGBUS in a worker usually means /dev/shm is full: raise it (`docker run --shm-size=8g` "
@@ -34,8 +35,8 @@ SIGNAL_HINTS = {
 }
 
 
-def stacks_unavailable(window: list, settings: Settings) -> list:
-    latest: Snapshot = window[-1]
+def stacks_unavailable(window: Window, settings: Settings) -> list[Finding]:
+    latest = window.latest
     if latest.stacks_status in ("ok", "off"):
         return []
     reason = {
@@ -57,8 +58,8 @@ def stacks_unavailable(window: list, settings: Settings) -> list:
     ]
 
 
-def worker_hung(window: list, settings: Settings) -> list:
-    latest: Snapshot = window[-1]
+def worker_hung(window: Window, settings: Settings) -> list[Finding]:
+    latest = window.latest
     by_pid = {p.pid: p for p in latest.processes}
     waits = {ld.trainer_pid: ld.data_wait_percent for ld in latest.loaders}
     findings = []
@@ -114,8 +115,8 @@ def _hung_finding(worker: ProcessSample, trainer: ProcessSample) -> Finding:
     )
 
 
-def worker_died(window: list, settings: Settings) -> list:
-    latest: Snapshot = window[-1]
+def worker_died(window: Window, settings: Settings) -> list[Finding]:
+    latest = window.latest
     findings = []
     for loader in latest.loaders:
         exits = loader.workers_exited
@@ -126,7 +127,7 @@ def worker_died(window: list, settings: Settings) -> list:
     return findings
 
 
-def _killed_with_job(gone, exits: list, latest: Snapshot, settings: Settings) -> bool:
+def _killed_with_job(gone: ExitedWorker, exits: list[ExitedWorker], latest: Snapshot, settings: Settings) -> bool:
     """The whole job killed at once (kill -9 of its group): the job ended too, and every exit around it
     shares the signal or is unknown. A death torch reported in the trainer's log was not that."""
     if gone.in_trainer_log or latest.job.state != "exited" or latest.job.exit_code not in (gone.exit_code, None):
@@ -135,7 +136,7 @@ def _killed_with_job(gone, exits: list, latest: Snapshot, settings: Settings) ->
     return all(e.exit_code in (gone.exit_code, None) for e in around)
 
 
-def _died_finding(gone, latest: Snapshot) -> Finding:
+def _died_finding(gone: ExitedWorker, latest: Snapshot) -> Finding:
     code = gone.exit_code
     if code is None:
         how = "exited unexpectedly (torch says; its exit status was not seen)"
@@ -173,8 +174,8 @@ def _died_finding(gone, latest: Snapshot) -> Finding:
     )
 
 
-def trainer_stalled(window: list, settings: Settings) -> list:
-    latest: Snapshot = window[-1]
+def trainer_stalled(window: Window, settings: Settings) -> list[Finding]:
+    latest = window.latest
     workers = [p for p in latest.processes if p.role == "worker" and p.state not in ("zombie", "gone", "exited")]
     findings = []
     for trainer in latest.processes:

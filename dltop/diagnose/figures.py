@@ -1,14 +1,19 @@
-"""Window figures the rules share: per-worker averages, a time axis, a paste-ready DataLoader line."""
+"""Window figures the rules share: per-worker averages, the job's CPU, saturated disks, the trainer's
+data wait and whether it is input-bound, a paste-ready DataLoader line.
+
+A figure of one tick is a plain function of that tick; a rule reads it over the window through
+``Window.per_tick``, which works it out once per tick."""
 
 from __future__ import annotations
 
-import functools
-import itertools
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
-from dltop.model import JOB_ROLES, LoaderSample, Snapshot
+from dltop.diagnose.window import Window
+from dltop.model import JOB_ROLES, LoaderSample, ProcessSample, Snapshot
+from dltop.settings import Settings
 
 BUSY = ("fetching", "collating", "sending", "stuck")
 
@@ -32,26 +37,6 @@ class WorkerFigures:
         return max(self.busy, self.cpu)
 
 
-def per_snapshot(fn: Callable) -> Callable:
-    """``fn(snapshot, *args)`` worked out once per snapshot and kept on it: a tick stays in a live
-    window for 120 ticks, so its figures are summed once, not once per tick it is judged in."""
-
-    @functools.wraps(fn)
-    def once(snap: Snapshot, *args):
-        memo = vars(snap).setdefault("_figures", {})  # not a field: no JSON, no equality
-        key = (fn, *args)
-        if key not in memo:
-            memo[key] = fn(snap, *args)
-        return memo[key]
-
-    return once
-
-
-@per_snapshot
-def processes_by_pid(snap: Snapshot) -> dict:
-    return {p.pid: p for p in snap.processes}
-
-
 @dataclass(frozen=True)
 class _WorkerTick:
     """One snapshot's readings of a set of workers, as sums the window adds up."""
@@ -64,45 +49,37 @@ class _WorkerTick:
     wait: float
 
 
-@per_snapshot
-def _worker_tick(snap: Snapshot, pids: frozenset) -> _WorkerTick:
+def _worker_tick(snap: Snapshot, pids: frozenset[int]) -> _WorkerTick:
     rows = [p for p in snap.processes if p.pid in pids]
     activities = [p.activity for p in rows if p.activity != "unknown" and p.stack]
-    rated = [p for p in rows if p.cpu_percent is not None]
-    waits = [p.cpu_wait_percent / 100 for p in rated if p.cpu_wait_percent is not None]
-    cpu = sum(p.cpu_percent / 100 for p in rated)
-    return _WorkerTick(len(activities), sum(a in BUSY for a in activities), len(rated), cpu, len(waits), sum(waits))
+    cpus = [p.cpu_percent / 100 for p in rows if p.cpu_percent is not None]
+    waits = [p.cpu_wait_percent / 100 for p in rows if p.cpu_percent is not None and p.cpu_wait_percent is not None]
+    return _WorkerTick(
+        len(activities), sum(a in BUSY for a in activities), len(cpus), sum(cpus), len(waits), sum(waits)
+    )
 
 
-def worker_figures(window: list, pids: set) -> WorkerFigures:
-    members = frozenset(pids)
-    ticks = [_worker_tick(snap, members) for snap in window]
+def worker_figures(window: Window, pids: set[int]) -> WorkerFigures:
+    ticks = window.per_tick(_worker_tick, frozenset(pids))
     stacked, busy = sum(t.stacked for t in ticks), sum(t.busy for t in ticks)
     rated = ticks[1:]  # rates need a tick before them
     cpu = sum(t.cpu for t in rated) / max(1, sum(t.rated for t in rated))
     waits = sum(t.wait for t in rated) / max(1, sum(t.waited for t in rated))
-    memory = _mean([private_memory(p) for p in window[-1].processes if p.pid in pids and private_memory(p)])
+    memory = _mean([m for p in window.latest.processes if p.pid in pids and (m := private_memory(p))])
     return WorkerFigures(busy / stacked if stacked else min(1.0, cpu), cpu, waits, memory or 0.0, bool(stacked))
 
 
-def private_memory(proc) -> Optional[int]:
+def private_memory(proc: ProcessSample) -> Optional[int]:
     """USS (what the process alone holds); RSS where USS cannot be read (another user's job)."""
     return proc.uss_bytes if proc.uss_bytes is not None else proc.rss_bytes
 
 
-def elapsed(window: list) -> list:
-    """Seconds since the window's first snapshot, one per snapshot (from each tick's window_s)."""
-    return [0.0, *itertools.accumulate(snap.window_s for snap in window[1:])]
-
-
-@per_snapshot
-def job_sum(snap: Snapshot, attr: str, roles: tuple = JOB_ROLES) -> Optional[float]:
+def job_sum(snap: Snapshot, attr: str, roles: tuple[str, ...] = JOB_ROLES) -> Optional[float]:
     """Sum of a per-process percentage over the job's processes, in cores; None if none has it."""
     values = [getattr(p, attr) for p in snap.processes if p.role in roles and getattr(p, attr) is not None]
     return sum(values) / 100 if values else None
 
 
-@per_snapshot
 def job_cpu(snap: Snapshot) -> Optional[float]:
     """Cores the job used at this tick: its trainers' and workers' CPU, and what children that
     lived and exited between two ticks used (workers respawned every short epoch, under a
@@ -114,26 +91,24 @@ def job_cpu(snap: Snapshot) -> Optional[float]:
 
 def process_share(snap: Snapshot, pid: int, attr: str = "cpu_percent") -> Optional[float]:
     """One process's percentage figure at this tick, in cores (None if it has none)."""
-    proc = processes_by_pid(snap).get(pid)
+    proc = next((p for p in snap.processes if p.pid == pid), None)
     value = getattr(proc, attr) if proc is not None else None
     return value / 100 if value is not None else None
 
 
-def means_over(window: list, pick: Callable, *args, width: int) -> tuple:
-    """Per figure, its mean over the window where it is not None: ``pick(snapshot, *args)``
-    gives a tick's ``width`` figures at once (one pass over the window for all of them)."""
-    columns = list(zip(*(pick(snap, *args) for snap in window))) or [()] * width
+def column_means(rows: Iterable[tuple[Optional[float], ...]], width: int) -> tuple[Optional[float], ...]:
+    """Per column of ``width`` figures a tick (one pass over the window for all of them), its mean
+    over the ticks where it is not None."""
+    columns = list(zip(*rows)) or [()] * width
     return tuple(_mean([v for v in column if v is not None]) for column in columns)
 
 
-@per_snapshot
-def cpu_figures(snap: Snapshot, trainer_pid: int) -> tuple:
+def cpu_figures(snap: Snapshot, trainer_pid: int) -> tuple[Optional[float], Optional[float], Optional[float]]:
     """(job's cores, the trainer's cores, its main thread's cores) at one tick."""
     return job_cpu(snap), process_share(snap, trainer_pid), process_share(snap, trainer_pid, "main_thread_cpu_percent")
 
 
-@per_snapshot
-def job_load(snap: Snapshot) -> tuple:
+def job_load(snap: Snapshot) -> tuple[Optional[float], Optional[float]]:
     """(cores the job used, cores its processes waited for in the run queue) at one tick."""
     return job_cpu(snap), job_sum(snap, "cpu_wait_percent")
 
@@ -149,13 +124,13 @@ class DiskLoad:
     read_bytes_per_s: float
 
 
-def saturated_disks(window: list, util_percent: float, await_ms: float) -> list:
+def saturated_disks(window: Window, util_percent: float, await_ms: float) -> list[DiskLoad]:
     """Devices the job uses that were busy at least ``util_percent`` of the window with reads
     waiting at least ``await_ms`` each (util alone misleads on devices that serve requests in
     parallel, such as NVMe)."""
     found = []
-    for device in sorted({d.device for snap in window for d in snap.disks if d.used_by_job}):
-        rows = [d for snap in window for d in snap.disks if d.device == device]
+    for device in sorted({d.device for snap in window.ticks for d in snap.disks if d.used_by_job}):
+        rows = [d for snap in window.ticks for d in snap.disks if d.device == device]
         util = sum(d.util_percent for d in rows) / len(rows)
         r_await = _mean([d.r_await_ms for d in rows if d.r_await_ms is not None])
         if util >= util_percent and r_await is not None and r_await >= await_ms:
@@ -164,7 +139,7 @@ def saturated_disks(window: list, util_percent: float, await_ms: float) -> list:
     return found
 
 
-def _mean(values: list) -> Optional[float]:
+def _mean(values: list[float]) -> Optional[float]:
     return sum(values) / len(values) if values else None
 
 
@@ -186,6 +161,21 @@ def wait_error(loader: LoaderSample) -> Optional[float]:
     return math.sqrt(max(share * (1 - share), 1 / spent.samples) / spent.samples)
 
 
+def surely_above(wait: float, error: Optional[float], percent: float) -> bool:
+    """The sampled share clears the threshold by one standard error (a share read from 90 samples
+    is +-5 points: 33% of them is not yet evidence of 30%)."""
+    return (wait - (error or 0.0)) * 100 >= percent
+
+
+def input_bound_wait(loader: LoaderSample, settings: Settings) -> Optional[float]:
+    """The trainer's data-wait share (0..1) when it surely clears input-bound's line, else None:
+    the one test of "this trainer waits for data" that input-bound and gpu-underutilized share."""
+    wait = trusted_wait(loader, settings.min_stack_samples)
+    if wait is None or not surely_above(wait, wait_error(loader), settings.input_bound_percent):
+        return None
+    return wait
+
+
 def loader_change(loader: LoaderSample, **changes: object) -> str:
     """The keyword arguments to set, paste-ready, and which DataLoader they go in: its dataset's
     class as the job's code spells it and the line that builds it, where dltop found them; and
@@ -202,7 +192,9 @@ def loader_change(loader: LoaderSample, **changes: object) -> str:
 TWIN_STEP_MS = 20.0
 
 
-def bench_args(loader: LoaderSample, figures: WorkerFigures, wait: float, trainer_cpu: float, **changes) -> list:
+def bench_args(
+    loader: LoaderSample, figures: WorkerFigures, wait: float, trainer_cpu: float, **changes: object
+) -> list[str]:
     """``dltop bench`` arguments that replay this loader on a twin, current settings vs ``changes``.
 
     The twin keeps what dltop measured as ratios, scaled to a 20 ms step (the absolute batch rate
@@ -235,7 +227,7 @@ def bench_args(loader: LoaderSample, figures: WorkerFigures, wait: float, traine
     ]
 
 
-def _bench_config(settings: dict) -> str:
+def _bench_config(settings: Mapping[str, object]) -> str:
     """'num_workers=4,persistent_workers=True' (dltop.bench.config syntax; unknown settings left out)."""
     return ",".join(f"{k}={v}" for k, v in settings.items() if v is not None and (k == "num_workers" or
                                                                                  settings["num_workers"]))  # fmt: skip

@@ -7,22 +7,25 @@ longer to watch from the rate that evidence has been arriving at.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional
 
-from dltop.diagnose.figures import elapsed, wait_error
-from dltop.diagnose.resources import memory_points
-from dltop.model import STILL_NOTICE_S, Pending, Snapshot, still_for
+from dltop.diagnose.figures import wait_error
+from dltop.diagnose.memory import Points, memory_points
+from dltop.diagnose.window import Window
+from dltop.model import STILL_NOTICE_S, LoaderSample, Pending, Snapshot, still_for
 from dltop.settings import Settings
 
 FIRST_WINDOW_S = 1.5  # the first trainer record window reports within this
 MEMORY_QUIET_S = 30.0  # memory readings unchanged this long mean no growth, not "not judged yet"
 
 
-def pending(window: list, settings: Settings) -> list:
-    """[Pending] for the newest snapshot of ``window`` (oldest first)."""
-    if not window:
+def pending(ticks: Sequence[Snapshot], settings: Settings) -> list[Pending]:
+    """[Pending] for the newest of ``ticks`` (oldest first)."""
+    if not ticks:
         return []
-    latest: Snapshot = window[-1]
+    window = Window(ticks)
+    latest = window.latest
     if latest.job.state == "exited":
         return []
     found = _data_wait(latest, settings) + _hangs(latest, settings)
@@ -30,7 +33,7 @@ def pending(window: list, settings: Settings) -> list:
     return found
 
 
-def _data_wait(latest: Snapshot, settings: Settings) -> list:
+def _data_wait(latest: Snapshot, settings: Settings) -> list[Pending]:
     if latest.stacks_status != "ok":
         return []  # stacks-unavailable says why and how to fix it
     found = []
@@ -53,10 +56,14 @@ def _data_wait(latest: Snapshot, settings: Settings) -> list:
     return found
 
 
-def _uncertain_wait(loader, settings: Settings) -> list:
+def _uncertain_wait(loader: LoaderSample, settings: Settings) -> list[Pending]:
     """A wait near the input-bound threshold that its samples do not yet put clearly above it."""
     wait, error, spent = (loader.data_wait_percent or 0) / 100, wait_error(loader), loader.trainer_time
-    if error is None or not settings.input_bound_percent <= wait * 100 < settings.input_bound_percent + error * 100:
+    if (
+        spent is None
+        or error is None
+        or not settings.input_bound_percent <= wait * 100 < settings.input_bound_percent + error * 100
+    ):
         return []
     margin = wait - settings.input_bound_percent / 100
     needed = wait * (1 - wait) / max(margin, 0.005) ** 2  # samples for one standard error below the margin
@@ -72,7 +79,7 @@ def _uncertain_wait(loader, settings: Settings) -> list:
     ]
 
 
-def _hangs(latest: Snapshot, settings: Settings) -> list:
+def _hangs(latest: Snapshot, settings: Settings) -> list[Pending]:
     found = []
     for proc in latest.processes:
         stuck = still_for(proc)
@@ -89,20 +96,19 @@ def _hangs(latest: Snapshot, settings: Settings) -> list:
     return found
 
 
-def _memory(window: list, settings: Settings) -> list:
+def _memory(window: Window, settings: Settings) -> list[Pending]:
     """Workers with too few distinct memory readings to fit a line through yet (once the window is
     long, readings that do not change are the answer: no growth)."""
-    latest: Snapshot = window[-1]
-    times = elapsed(window)
-    if times[-1] >= MEMORY_QUIET_S:
+    span = window.times[-1]
+    if span >= MEMORY_QUIET_S:
         return []
-    pids = {pid for loader in latest.loaders for pid in loader.worker_pids}
-    series = memory_points(times, window, pids)
+    pids = {pid for loader in window.latest.loaders for pid in loader.worker_pids}
+    series = memory_points(window, pids)
     short = {pid: points for pid, points in series.items() if len(points) < settings.memory_growth_points}
     if not short:
         return []
     have = min(len(p) for p in short.values())
-    ready = _memory_eta(short, times[-1], settings.memory_growth_points)
+    ready = _memory_eta(short, span, settings.memory_growth_points)
     return [
         Pending(
             "worker-memory-growth",
@@ -113,7 +119,7 @@ def _memory(window: list, settings: Settings) -> list:
     ]
 
 
-def _memory_eta(short: dict, span_s: float, needed: int) -> Optional[float]:
+def _memory_eta(short: dict[int, Points], span_s: float, needed: int) -> Optional[float]:
     got = sum(len(p) for p in short.values())
     if not got or span_s <= 0:
         return None
@@ -121,11 +127,11 @@ def _memory_eta(short: dict, span_s: float, needed: int) -> Optional[float]:
     return round(sum(needed - len(p) for p in short.values()) / per_s, 1)
 
 
-def _gpu(window: list, settings: Settings) -> list:
-    latest: Snapshot = window[-1]
+def _gpu(window: Window, settings: Settings) -> list[Pending]:
+    latest = window.latest
     if latest.gpu_status != "ok" or not any(g.processes for g in latest.gpus):
         return []
-    readings = sum(1 for s in window if any(g.util_percent is not None for g in s.gpus))
+    readings = sum(1 for s in window.ticks if any(g.util_percent is not None for g in s.gpus))
     if readings >= settings.gpu_min_readings:
         return []
     tick = latest.window_s or 1.0
@@ -138,7 +144,7 @@ def _gpu(window: list, settings: Settings) -> list:
     ]
 
 
-def _respawns(latest: Snapshot) -> list:
+def _respawns(latest: Snapshot) -> list[Pending]:
     return [
         Pending("workers-respawning", f"an epoch end of trainer {ld.trainer_pid} to tell whether its workers persist")
         for ld in latest.loaders

@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import signal
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from dltop.model import Finding, severity_rank
+
+Explains = Callable[[Finding, Finding], bool]  # (cause, symptom) -> does the cause explain it
 
 
 def _trainer_of(finding: Finding) -> Optional[int]:
@@ -29,7 +31,7 @@ def _on_gpu(cause: Finding, symptom: Finding) -> bool:
     return _trainer_of(cause) in trainers or bool(set(cause.pids) & trainers)
 
 
-def _binds(cap: str):
+def _binds(cap: str) -> Explains:
     """The symptom's model found no room for more workers, and ``cap`` is why."""
 
     def explains(cause: Finding, symptom: Finding) -> bool:
@@ -43,7 +45,7 @@ def _no_shortfall(cause: Finding, symptom: Finding) -> bool:
     """Workers that could keep up (the model needs no more of them) while the trainer still waits:
     the wait is for workers starting every epoch, not for their throughput."""
     needed, workers = symptom.evidence.get("workers_needed"), symptom.evidence.get("num_workers")
-    return _same_trainer(cause, symptom) and needed is not None and workers and needed <= workers
+    return bool(_same_trainer(cause, symptom) and needed is not None and workers and needed <= workers)
 
 
 def _startup_storm(cause: Finding, symptom: Finding) -> bool:
@@ -56,7 +58,7 @@ def _bus_error(cause: Finding, symptom: Finding) -> bool:
 
 
 # symptom id -> [(cause id, does this cause explain this symptom)], the likeliest cause first
-EXPLAINS = {
+EXPLAINS: dict[str, list[tuple[str, Explains]]] = {
     "input-bound": [
         ("worker-hung", _same_trainer),
         ("worker-died", _same_trainer),
@@ -88,7 +90,7 @@ BECAUSE = {
 STARTUP_STORM_PERCENT = 25.0  # start-up share of the trainer's time above which its CPU is start-up's
 
 
-def relate(findings: list) -> list:
+def relate(findings: list[Finding]) -> list[Finding]:
     """The findings with ``explained_by`` set on consequences, ordered by severity, then impact
     (causes before the consequences they explain)."""
     related = []
@@ -102,7 +104,7 @@ def relate(findings: list) -> list:
     return sorted(related, key=_order)
 
 
-def _cause_of(symptom: Finding, findings: list) -> Optional[Finding]:
+def _cause_of(symptom: Finding, findings: list[Finding]) -> Optional[Finding]:
     for cause_id, explains in EXPLAINS.get(symptom.id, ()):
         for cause in findings:
             if cause.id == cause_id and cause is not symptom and explains(cause, symptom):
@@ -110,13 +112,13 @@ def _cause_of(symptom: Finding, findings: list) -> Optional[Finding]:
     return None
 
 
-def _root(cause: Finding, findings: list, depth: int = 0) -> Finding:
+def _root(cause: Finding, findings: list[Finding], depth: int = 0) -> Finding:
     """A cause that is itself explained (an idle GPU <- input-bound <- a hung worker) gives way to its own."""
     deeper = _cause_of(cause, findings) if depth < 3 else None
     return _root(deeper, findings, depth + 1) if deeper is not None else cause
 
 
-def _order(finding: Finding) -> tuple:
+def _order(finding: Finding) -> tuple[int, bool, float, str, list[int]]:
     return (severity_rank(finding.severity), finding.explained_by is not None, -finding.impact, finding.id,
             finding.pids)  # fmt: skip
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from dltop.model import Finding
+
 RAISE_AFTER_S = 5.0
 CLEAR_AFTER_S = 15.0
 
@@ -16,16 +18,16 @@ CLEAR_AFTER_S = 15.0
 class _Seen:
     first: float
     last: float
-    finding: object
+    finding: Finding
 
 
 class StableFindings:
     def __init__(self, raise_after_s: float = RAISE_AFTER_S, clear_after_s: float = CLEAR_AFTER_S) -> None:
         self.raise_after_s, self.clear_after_s = raise_after_s, clear_after_s
-        self._seen: dict = {}  # (id, pids) -> _Seen
-        self._shown: set = set()
+        self._seen: dict[tuple[str, tuple[int, ...]], _Seen] = {}  # by (id, pids)
+        self._shown: set[tuple[str, tuple[int, ...]]] = set()
 
-    def update(self, now: float, findings: list) -> list:
+    def update(self, now: float, findings: list[Finding]) -> list[Finding]:
         """This tick's raw findings -> the ones to show, newest evidence first."""
         current = {(f.id, tuple(f.pids)): f for f in findings}
         for key, finding in current.items():

@@ -1,0 +1,142 @@
+"""Workers' memory: a steady rise (worker-memory-growth), judged by a least-squares line through
+each worker's distinct readings. ``memory_points`` is shared with ``pending``, which says when a
+worker has too few readings for a line yet."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from dataclasses import dataclass
+from typing import Optional
+
+from dltop.diagnose.window import Window
+from dltop.model import Finding, Snapshot
+from dltop.settings import Settings
+from dltop.units import human_bytes, rough_span
+
+Points = list[tuple[float, int]]  # (seconds into the window, bytes)
+
+
+def worker_memory_growth(window: Window, settings: Settings) -> list[Finding]:
+    """Workers' private memory rises in a straight line: a leak, or copy-on-read under fork
+    (every read of a Python object writes its refcount, so its page is copied into the worker)."""
+    latest = window.latest
+    findings = []
+    for loader in latest.loaders:
+        series = memory_points(window, set(loader.worker_pids))
+        lines = {pid: line for pid, points in series.items() if (line := steady_growth(points, settings)) is not None}
+        growing = {pid: line.bytes_per_s for pid, line in lines.items()}
+        if not growing:
+            continue
+        rate = sum(growing.values())
+        available = _memory_available(latest)
+        to_exhaust = available / rate if available else None
+        fork = loader.start_method == "fork"
+        why = (
+            "Under fork, reading Python objects (lists, dicts, strings) of the dataset copies their pages into each"
+            " worker (refcounts are writes): each worker grows toward its own copy."
+            if fork
+            else "Each worker keeps more memory as it runs: a cache or a leak in the dataset or collate code."
+        )
+        fix = (
+            "Keep per-sample metadata in numpy arrays, pyarrow tables or torch tensors instead of Python "
+            "lists/dicts of objects (no refcounts to touch); if it is your own cache, bound it"
+            if fork
+            else "Bound any per-worker cache (functools.lru_cache(maxsize=...)) and drop references to decoded samples"
+        )
+        findings.append(
+            Finding(
+                id="worker-memory-growth",
+                severity="error" if to_exhaust is not None and to_exhaust < 600 else "warning",
+                title=f"Workers of trainer {loader.trainer_pid} grow by {human_bytes(rate * 60)}/min",
+                detail=f"{len(growing)} of {len(loader.worker_pids)} workers' private memory rises steadily"
+                + (f"; at this rate available memory runs out in {rough_span(to_exhaust)}" if to_exhaust else "")
+                + f". {why}",
+                pids=sorted(growing),
+                evidence={
+                    "trainer_pid": loader.trainer_pid,
+                    "bytes_per_s": round(rate),
+                    "per_worker_bytes_per_s": {pid: round(s) for pid, s in sorted(growing.items())},
+                    "memory_available_bytes": available,
+                    "seconds_to_exhaustion": round(to_exhaust) if to_exhaust else None,
+                    "start_method": loader.start_method,
+                    "confidence": {pid: lines[pid].evidence() for pid in sorted(growing)},
+                },
+                suggestion=fix + ".",
+                impact=min(1.0, 600 / to_exhaust) if to_exhaust else 0.1,
+            )
+        )
+    return findings
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A least-squares line through a worker's distinct memory readings, and how sure it is."""
+
+    bytes_per_s: float
+    points: int
+    span_s: float
+    r2: float
+    t: float  # the slope over its standard error: large for a steep clean line, small for noise
+
+    def evidence(self) -> dict[str, float]:
+        return {"points": self.points, "span_s": round(self.span_s, 1), "r2": round(self.r2, 3), "t": round(self.t, 1)}
+
+
+def memory_points(window: Window, pids: set[int]) -> dict[int, Points]:
+    """{pid: [(seconds, bytes)]} of each worker's private memory each time its reading changed.
+
+    USS when dltop can read it, else RSS (never a mix: RSS counts shared pages). Memory is re-read
+    within a CPU budget, so a reading can repeat: only changed readings are points.
+    """
+    readings = window.per_tick(memory_readings)
+    series: dict[int, Points] = {}
+    for pid in pids:
+        seen = [(t, reading[pid]) for t, reading in zip(window.times, readings) if pid in reading]
+        field = 0 if any(uss is not None for _, (uss, _rss) in seen) else 1  # USS, else RSS
+        known = [(t, value) for t, values in seen if (value := values[field]) is not None]
+        points = [next(run) for _, run in itertools.groupby(known, key=operator.itemgetter(1))]
+        series[pid] = points
+    return series
+
+
+def memory_readings(snap: Snapshot) -> dict[int, tuple[Optional[int], Optional[int]]]:
+    """{pid: (USS, RSS)} of every process at one tick."""
+    return {p.pid: (p.uss_bytes, p.rss_bytes) for p in snap.processes}
+
+
+def steady_growth(points: Points, settings: Settings) -> Optional[Growth]:
+    """The line, when it rises steadily enough to be sure of: judged by its evidence (a slope many
+    standard errors from zero, a good fit, a real rise), not by how long it was watched, so a steep
+    clean line is reported within seconds and a shallow noisy one only once it has built up."""
+    n = len(points)
+    if n < settings.memory_growth_points:
+        return None
+    mean_t, mean_v = sum(t for t, _ in points) / n, sum(v for _, v in points) / n
+    var_t = sum((t - mean_t) ** 2 for t, _ in points)
+    var_v = sum((v - mean_v) ** 2 for _, v in points)
+    if not var_t or not var_v:
+        return None
+    slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / var_t
+    r2 = min(1.0, slope * slope * var_t / var_v)
+    t_stat = math.sqrt(r2 / max(1 - r2, 1e-12) * (n - 2))
+    span = points[-1][0] - points[0][0]
+    if (
+        r2 < settings.memory_growth_fit
+        or t_stat < settings.memory_growth_t
+        or slope * span < settings.memory_growth_min_bytes
+    ):
+        return None
+    return Growth(slope, n, span, r2, t_stat)
+
+
+def _memory_available(latest: Snapshot) -> Optional[int]:
+    system = latest.system
+    if system is None:
+        return None
+    available = system.mem_available_bytes
+    if system.mem_limit_bytes:
+        used = sum(p.pss_bytes or p.rss_bytes or 0 for p in latest.processes)
+        available = min(available, max(0, system.mem_limit_bytes - used))
+    return available

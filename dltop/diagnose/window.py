@@ -1,0 +1,75 @@
+"""The window one diagnosis judges: its ticks (Snapshots, oldest first) and every figure the rules
+read from them, each worked out once. ``diagnose`` and ``pending`` build one Window from the
+ticks they are given and hand it to every rule, so the rules of one diagnosis share it.
+
+Two lifetimes, both kept here and nowhere else:
+
+* a figure of one tick alone (``per_tick``) lives as long as that tick: the live loop judges a
+  120-tick window every tick, so a tick's figures are worked out when it arrives and read back by
+  the next 119 diagnoses (and by ``pending``), not summed again each time. A Snapshot is frozen
+  and cannot be hashed (its fields are lists), so its figures are not written onto it: they sit in
+  a table keyed by its identity, and a finalizer drops them when the Snapshot goes (before its id
+  can be reused);
+* a figure of the whole window (its time axis; the capacity model, through ``once``) lives on the
+  Window.
+
+It imports nothing else of diagnose: the figures and the rules build on it.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
+
+from dltop.model import Snapshot
+
+T = TypeVar("T")
+
+# id(tick) -> {(figure, *args): its value for that tick}; an entry leaves with its tick
+_TICK_FIGURES: dict[int, dict[tuple[Hashable, ...], Any]] = {}
+
+
+def _figures_of(tick: Snapshot) -> dict[tuple[Hashable, ...], Any]:
+    figures = _TICK_FIGURES.get(id(tick))
+    if figures is None:
+        figures = _TICK_FIGURES[id(tick)] = {}
+        weakref.finalize(tick, _TICK_FIGURES.pop, id(tick), None).atexit = False
+    return figures
+
+
+class Window:
+    def __init__(self, ticks: Sequence[Snapshot]) -> None:
+        self.ticks: list[Snapshot] = list(ticks)
+        self._figures: dict[tuple[Hashable, ...], Any] = {}  # (figure, *args) -> its value for the window
+
+    @property
+    def latest(self) -> Snapshot:
+        return self.ticks[-1]
+
+    @functools.cached_property
+    def times(self) -> list[float]:
+        """Seconds since the first tick, one per tick (from each tick's window_s)."""
+        return [0.0, *itertools.accumulate(tick.window_s for tick in self.ticks[1:])]
+
+    def per_tick(self, figure: Callable[..., T], *args: Hashable) -> list[T]:
+        """``figure(tick, *args)`` for every tick, oldest first: a figure of that tick alone, worked
+        out once in the tick's life."""
+        key = (figure, *args)
+        values = []
+        for tick in self.ticks:
+            figures = _figures_of(tick)
+            if key not in figures:
+                figures[key] = figure(tick, *args)
+            values.append(figures[key])
+        return values
+
+    def once(self, figure: Callable[..., T], *args: Hashable) -> T:
+        """``figure(window, *args)``: a figure of the whole window, worked out once per window (every
+        rule of one diagnosis reads the same)."""
+        key = (figure, *args)
+        if key not in self._figures:
+            self._figures[key] = figure(self, *args)
+        return self._figures[key]
