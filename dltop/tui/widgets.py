@@ -205,8 +205,8 @@ class TrainerTimePanel(TextPanel):
                 right[0].append_text(Text.assemble(*view.phase_bar(spent, PHASE_BAR_CELLS)))
                 right.append(Text(view.phase_words(spent), style="dim"))
             right.append(Text.assemble("workers' CPU ", (view.cpu_meters(snap, loader.trainer_pid), "cyan")))
-            if rows == 1:
-                right = [Text(" ").join(right)]
+            if rows == 1:  # one line: the words, the longest, last (a narrow screen cuts them first)
+                right = [Text(" ").join([right[0], right[-1], *right[1:-1]])]
             label = view.trainer_label(snap, loader.trainer_pid)
             for row, bars in enumerate(chart):
                 line = Text(no_wrap=True, overflow="ellipsis")
