@@ -12,7 +12,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -36,6 +35,7 @@ from dltop.export.state import ExporterState
 from dltop.live import node
 from dltop.live.node import NodeTick
 from dltop.model import ExitedWorker, Finding, GpuProcess, Placement
+from tests.prometheus import Prometheus, tool
 from tests.support import ROOT, TRAIN, Job, assert_one_line_error, run_dltop, wait_for, worker_with_id
 from tests.windows import bound_window
 
@@ -46,15 +46,6 @@ FAKES = ROOT / "tests" / "fakes"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 NOBODY = 65534
 PLACE = Placement(rank=3, local_rank=1, world_size=8, run_id="run-7", namespace="ml", pod="train-3", container="c0ffee")
-
-
-def tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(
-            f"{name} is not installed: `apt-get install -y prometheus` brings prometheus and promtool (.ci/run)"
-        )
-    return path
 
 
 # -- the exposition, from hand-built Snapshots ---------------------------------------------------
@@ -339,12 +330,6 @@ def test_promtool_accepts_the_scrape_config_and_rules_and_the_alerts_behave():
 # -- the real thing: jobs, the exporter, Prometheus ----------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def start_job_for_module(report: Path, *args: str, launcher: Optional[list] = None) -> Job:
     """tests/jobs/train.py in a session of its own (conftest's start_job is per test)."""
     report.mkdir()
@@ -384,56 +369,11 @@ class Exporter:
             return None
 
 
-class Prometheus:
-    """A real Prometheus scraping ``target`` every second, with the deploy rules (``for:`` 1 s)."""
-
-    def __init__(self, directory: Path, target: str):
-        rules = directory / "rules.yml"
-        rules.write_text(re.sub(r"(?m)^(\s+for:\s*)\S+$", r"\g<1>1s", RULES.read_text()))
-        config = {
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(rules)],
-            "scrape_configs": [{"job_name": "dltop-test", "static_configs": [{"targets": [target]}]}],
-        }
-        (directory / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
-        self.url = f"http://127.0.0.1:{free_port()}"
-        command = [
-            tool("prometheus"),
-            f"--config.file={directory / 'prometheus.yml'}",
-            f"--storage.tsdb.path={directory / 'tsdb'}",
-            f"--web.listen-address={self.url[len('http://') :]}",
-            "--log.level=warn",
-        ]
-        with open(directory / "prometheus-stderr.txt", "w") as stderr:
-            self.proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr)
-        wait_for(self._ready, 30, "Prometheus to be ready")
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-
-    def api(self, path: str, **params) -> object:
-        query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}{query}", timeout=10) as response:
-            return json.loads(response.read())["data"]
-
-    def query(self, expr: str) -> list:
-        return self.api("query", query=expr)["result"]
-
-    def firing(self, alertname: str, **labels) -> list:
-        return [
-            a["labels"]
-            for a in self.api("alerts")["alerts"]
-            if a["state"] == "firing" and a["labels"]["alertname"] == alertname
-            and all(a["labels"].get(k) == v for k, v in labels.items())
-        ]  # fmt: skip
-
-    def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
+def deployed_prometheus(directory: Path, target: str) -> Prometheus:
+    """A real Prometheus scraping ``target`` with the deploy rules (their ``for:`` shortened to 1 s)."""
+    rules = directory / "rules.yml"
+    rules.write_text(re.sub(r"(?m)^(\s+for:\s*)\S+$", r"\g<1>1s", RULES.read_text()))
+    return Prometheus(directory, [{"job_name": "dltop-test", "static_configs": [{"targets": [target]}]}], (rules,))
 
 
 @dataclasses.dataclass
@@ -464,7 +404,7 @@ def fleet(tmp_path_factory):
                "FAKE_NVML_PIDS": ",".join(map(str, trainers))}  # fmt: skip
         exporter = Exporter(directory, "--interval", "1", "--discover-every", "1", "--hang-after", "5", env=env)
         servers.append(exporter)
-        prometheus = Prometheus(directory, f"127.0.0.1:{exporter.port}")
+        prometheus = deployed_prometheus(directory, f"127.0.0.1:{exporter.port}")
         servers.append(prometheus)
         yield Fleet(prometheus, exporter, hung, ranks)
     finally:

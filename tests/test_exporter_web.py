@@ -12,7 +12,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -33,17 +32,11 @@ from dltop.errors import DltopError
 from dltop.export import server as server_module
 from dltop.export.server import serve
 from dltop.export.web_config import WebConfig, load_web_config
+from tests.prometheus import Prometheus, tool
 from tests.support import ROOT, wait_for
 
 USER = "prometheus"
 PASSWORD = "correct horse battery staple"
-
-
-def tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(f"{name} is not installed: `apt-get install -y prometheus openssl` brings it (.ci/run)")
-    return path
 
 
 # -- a throwaway PKI, made by the openssl CLI --------------------------------------------------------
@@ -355,55 +348,6 @@ def test_an_empty_web_config_serves_plain_http_as_the_toolkit_does(exporter):
 
 
 # -- a real Prometheus, scraping over HTTPS with a client certificate and basic auth -----------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Prometheus:
-    """A real Prometheus on 127.0.0.1 scraping every second (the scrape part of test_exporter's)."""
-
-    def __init__(self, directory: Path, scrape_configs: list) -> None:
-        config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": scrape_configs}
-        (directory / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
-        self.url = f"http://127.0.0.1:{free_port()}"
-        command = [
-            tool("prometheus"),
-            f"--config.file={directory / 'prometheus.yml'}",
-            f"--storage.tsdb.path={directory / 'tsdb'}",
-            f"--web.listen-address={self.url[len('http://') :]}",
-            "--log.level=warn",
-        ]
-        with open(directory / "prometheus-stderr.txt", "w") as stderr:
-            self.proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr)
-        try:
-            wait_for(self._ready, 30, "Prometheus to be ready")
-        except BaseException:
-            self.stop()
-            raise
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-
-    def api(self, path: str, **params: str) -> dict:
-        query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}{query}", timeout=10) as response:
-            return json.loads(response.read())["data"]
-
-    def value(self, expr: str) -> Optional[str]:
-        result = self.api("query", query=expr)["result"]
-        return result[0]["value"][1] if result else None
-
-    def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
 
 
 def test_prometheus_scrapes_over_https_with_a_client_certificate_and_basic_auth(exporter, pki, tmp_path):
