@@ -174,8 +174,9 @@ def _input_bound_advice(
     if cap.missing is not None:
         return (f"{now}. dltop cannot size num_workers yet: it needs {cap.missing}.",
                 f"Not enough evidence for a number yet: dltop needs {cap.missing}.", None, None)  # fmt: skip
-    limit = "the CPUs the job may use" if cap.limited_by_cpus else "its own pace"
-    reach = f"{now}. The trainer could run {cap.speedup:.2f}x faster before {limit} stop it"
+    speedup = cap.speedup or 1.0  # nothing missing: known
+    limit = "the CPUs the job may use stop" if cap.limited_by_cpus else "its own pace stops"
+    reach = f"{now}. The trainer could run {speedup:.2f}x faster before {limit} it"
     if binding == "disk":
         return (f"{reach}, but the disk it reads is saturated.",
                 "More workers will not help: the disk is saturated (see disk-saturated).", None, None)  # fmt: skip
@@ -196,7 +197,7 @@ def _input_bound_advice(
         more is not None and cap.io_bound_workers and more > (cap.cpus_per_rank or more)) else ""  # fmt: skip
     if more is not None:
         capped = f" (capped by {binding})" if binding else ""
-        each = min(1.0, (workers * cap.figures.busy if workers else wait) * cap.speedup / more)
+        each = min(1.0, (workers * cap.figures.busy if workers else wait) * speedup / more)
         detail = f"{reach}: that takes about {more} worker(s){capped}, each busy about {each * 100:.0f}%.{io}"
         replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more)
     else:

@@ -141,7 +141,7 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     by_cpus = allowed / job_cores if allowed and job_cores else None
     missing = _missing(wait, workers, figures, allowed, job_cores)
     needed = None
-    if missing is None:
+    if missing is None and wait is not None:  # nothing missing: the wait is known
         reach = min(s for s in (pace, by_cpus) if s is not None)
         demand = workers * figures.busy if workers else wait
         needed = math.ceil(round(demand * reach * settings.workers_headroom, 6))

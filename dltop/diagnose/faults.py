@@ -12,7 +12,7 @@ from typing import Optional
 
 from dltop.diagnose.window import Window
 from dltop.frames import is_dataloader_machinery, user_frame, waits_on_lock
-from dltop.model import ExitedWorker, Finding, ProcessSample, Snapshot, is_stuck
+from dltop.model import ExitedWorker, Finding, Frame, ProcessSample, Snapshot, is_stuck
 from dltop.settings import Settings
 from dltop.units import signal_name
 
@@ -66,32 +66,33 @@ def worker_hung(window: Window, settings: Settings) -> list[Finding]:
     for worker in latest.processes:
         if worker.role != "worker" or not worker.stack or not is_stuck(worker, settings.hang_after_s):
             continue
-        trainer = by_pid.get(worker.trainer_pid)
-        if not _waits_for_data(trainer, waits.get(worker.trainer_pid), settings):
+        trainer = by_pid.get(worker.trainer_pid) if worker.trainer_pid is not None else None
+        if trainer is None or not _waits_for_data(trainer, waits.get(trainer.pid), settings):
             continue
-        findings.append(_hung_finding(worker, trainer))
+        findings.append(_hung_finding(worker, worker.stack, trainer))
     return findings
 
 
-def _waits_for_data(trainer: Optional[ProcessSample], wait_percent: Optional[float], settings: Settings) -> bool:
-    if trainer is None or trainer.state in ("zombie", "gone", "exited"):
+def _waits_for_data(trainer: ProcessSample, wait_percent: Optional[float], settings: Settings) -> bool:
+    if trainer.state in ("zombie", "gone", "exited"):
         return False
     if trainer.activity != "unknown":  # waiting for a batch, or for an epoch's first batches
         return trainer.activity in ("waiting-for-data", "starting-workers")
     return wait_percent is not None and wait_percent >= settings.trainer_waiting_percent
 
 
-def _hung_finding(worker: ProcessSample, trainer: ProcessSample) -> Finding:
-    leaf = worker.stack[-1]
-    mine = user_frame(worker.stack) or leaf
-    deadlock = waits_on_lock(worker.stack, leaf.code)
+def _hung_finding(worker: ProcessSample, stack: list[Frame], trainer: ProcessSample) -> Finding:
+    stuck_s = worker.stuck_s or 0.0  # is_stuck: set
+    leaf = stack[-1]
+    mine = user_frame(stack) or leaf
+    deadlock = waits_on_lock(stack, leaf.code)
     code = f" (`{leaf.code}`)" if leaf.code else ""
     kind = "deadlocked on a lock" if deadlock else "hung"
     return Finding(
         id="worker-hung",
         severity="error",
-        title=f"Worker {worker.pid} {kind} for {worker.stuck_s:.0f}s in {mine.function}",
-        detail=f"Its main thread has kept the same stack without using CPU for {worker.stuck_s:.0f}s, stuck at "
+        title=f"Worker {worker.pid} {kind} for {stuck_s:.0f}s in {mine.function}",
+        detail=f"Its main thread has kept the same stack without using CPU for {stuck_s:.0f}s, stuck at "
         f"{leaf.where()}{code}, while trainer {trainer.pid} waits for data."
         + (
             " The leaf waits on a lock or condition: a deadlock. Under fork a worker inherits every lock the "
@@ -103,7 +104,7 @@ def _hung_finding(worker: ProcessSample, trainer: ProcessSample) -> Finding:
         evidence={
             "pid": worker.pid,
             "trainer_pid": trainer.pid,
-            "stuck_s": round(worker.stuck_s, 1),
+            "stuck_s": round(stuck_s, 1),
             "stuck_frame": leaf.where(),
             "user_frame": mine.where(),
             "code": leaf.code,
@@ -203,7 +204,7 @@ def trainer_stalled(window: Window, settings: Settings) -> list[Finding]:
                 pids=[trainer.pid],
                 evidence={
                     "pid": trainer.pid,
-                    "stuck_s": round(trainer.stuck_s, 1),
+                    "stuck_s": round(trainer.stuck_s or 0.0, 1),  # is_stuck: set
                     "stuck_frame": leaf.where(),
                     "user_frame": where.where(),
                     "code": leaf.code,
