@@ -103,6 +103,7 @@ def run_bench(args: argparse.Namespace) -> int:
     elif trials:
         print("\n" + report.chart(trials))
     if recommended is not None:
+        assert best is not None  # both come from the same trials: recommended is None only when best is
         share = f", {100 * best.samples_per_s / ceiling['samples_per_s']:.0f}% of the ceiling" if ceiling else ""
         print(f"\nbest: {best.config.label()} at {best.samples_per_s:.1f} samples/s{share}")
         print(f"recommended (fewest workers within 5% of the best):\n  "
@@ -142,11 +143,11 @@ def _ceiling(workload, batch_size: int, step, cpus: int) -> Optional[dict]:
         dataset[n]
         n += 1
     wall, cpu = (time.perf_counter() - began) / n, (time.thread_time() - cpu_began) / n
-    bounds = {"cpu": cpus / cpu if cpu > 1e-6 else None, "step": batch_size / step.step_s if step.step_s else None}
-    bounds = {k: v for k, v in bounds.items() if v is not None}
+    estimates = {"cpu": cpus / cpu if cpu > 1e-6 else None, "step": batch_size / step.step_s if step.step_s else None}
+    bounds = {k: v for k, v in estimates.items() if v is not None}
     if not bounds:
         return None
-    bound = min(bounds, key=bounds.get)
+    bound = min(bounds, key=bounds.__getitem__)
     return {"samples_per_s": bounds[bound], "bound": bound, "sample_cpu_ms": cpu * 1000, "sample_wall_ms": wall * 1000}
 
 

@@ -167,7 +167,7 @@ class PySpyRun:
         """The result once py-spy has finished (or was killed for taking too long), else None."""
         if self.process is None:
             return self._finish(RunResult(False, "", self._spawn_error))
-        code = self._reap()
+        code = self._reap(self.process)
         if code is None:
             if time.monotonic() < self.deadline:
                 return None
@@ -180,19 +180,20 @@ class PySpyRun:
         text = self._read(self._stdout) if self.output is None else _read_file(self.output)
         return self._finish(RunResult(True, text, "", cpu_s=self.cpu_s))
 
-    def _reap(self) -> Optional[int]:
-        """Popen.poll, but through wait4 so the run's own CPU time is known."""
-        if self.process.returncode is not None:
-            return self.process.returncode
+    def _reap(self, process: subprocess.Popen) -> Optional[int]:
+        """Popen.poll, but through wait4 so the run's own CPU time is known. ``process`` is
+        ``self.process``, passed in once ``poll`` has seen that it started."""
+        if process.returncode is not None:
+            return process.returncode
         try:
-            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         except ChildProcessError:
-            return self.process.poll()
+            return process.poll()
         if pid == 0:
             return None
         self.cpu_s = usage.ru_utime + usage.ru_stime
-        self.process.returncode = os.waitstatus_to_exitcode(status)
-        return self.process.returncode
+        process.returncode = os.waitstatus_to_exitcode(status)
+        return process.returncode
 
     def wait(self) -> RunResult:
         while True:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from dltop import frames as stackframes
-from dltop.model import PHASES, Frame, TrainerTime
+from dltop.model import PHASES, Frame, Phase, TrainerTime
 
 TRAINER_TIME_HISTORY_S = 30.0
 
@@ -24,7 +24,7 @@ TRAINER_TIME_HISTORY_S = 30.0
 class TrainerWindow:
     began: float
     ended: float
-    phases: Counter[str]  # phase -> main-thread samples
+    phases: Counter[Phase]  # phase -> main-thread samples
     stacks: Counter[tuple[Frame, ...]]  # frames -> main-thread samples
 
     @property
@@ -69,7 +69,7 @@ class TrainerSamples:
     def time(self) -> Optional[TrainerTime]:
         if not self.windows:
             return None
-        phases: Counter[str] = Counter()
+        phases: Counter[Phase] = Counter()
         for window in self.windows:
             phases.update(window.phases)
         total = sum(phases.values())
@@ -81,7 +81,7 @@ class TrainerSamples:
             **{name: 100.0 * phases[phase] / total for phase, name in PHASES.items()},
         )
 
-    def activity(self, stack: tuple[Frame, ...]) -> str:
+    def activity(self, stack: tuple[Frame, ...]) -> Phase:
         """The newest window's commonest phase; before any window, its first-sight dump's."""
         latest = self.windows[-1] if self.windows else None
         if latest and latest.samples:
