@@ -1,7 +1,9 @@
-"""What a Python stack says a DataLoader process is doing (DESIGN.md §3).
+"""What a Python stack says a DataLoader process is doing.
 
 Pure functions over frames (innermost last). Frames are matched by short function name and
 file suffix, so Python <= 3.10 (bare names) and newer (``Class.method``) both match.
+
+More: docs/how-it-works.md#what-a-dataloader-looks-like-from-outside.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from dltop.model import Frame
+from dltop.model import Activity, Frame, Phase
 
 DATALOADER = "torch/utils/data/dataloader.py"
 WORKER = "torch/utils/data/_utils/worker.py"
@@ -61,7 +63,7 @@ def _find(frames: list, file_suffix: str, functions: tuple = ()) -> Optional[int
     return None
 
 
-def trainer_phase(frames: list) -> str:
+def trainer_phase(frames: list[Frame]) -> Phase:
     """waiting-for-data | collating | starting-workers | running, for a trainer's main thread.
 
     Epoch boundaries come first: ``__next__`` itself shuts the workers down at an epoch's end
@@ -82,7 +84,9 @@ def waits_on_workers(frames: list) -> bool:
     return _find(frames, DATALOADER, ("_get_data", "_try_get_data")) is not None
 
 
-def trainer_phases(samples: list, in_epoch_start: bool = False, workers_starting: Optional[list] = None) -> tuple:
+def trainer_phases(
+    samples: list, in_epoch_start: bool = False, workers_starting: Optional[list[bool]] = None
+) -> tuple[list[Phase], bool]:
     """([phase of each sample], still in an epoch's start-up after the last) for a trainer's main
     thread sampled in time order (each sample its frames, innermost last), carrying
     ``in_epoch_start`` over from the previous samples.
@@ -94,8 +98,8 @@ def trainer_phases(samples: list, in_epoch_start: bool = False, workers_starting
     still starting then: a wait for workers at such a moment is start-up whatever the sampling
     caught of the boundary.
     """
-    phases: list[str] = []
-    judged: dict[tuple[Frame, ...], str] = {}
+    phases: list[Phase] = []
+    judged: dict[tuple[Frame, ...], Phase] = {}
     for index, frames in enumerate(samples):
         key = tuple(frames)
         phase = judged.get(key) or judged.setdefault(key, trainer_phase(frames))
@@ -116,7 +120,7 @@ def trainer_phases(samples: list, in_epoch_start: bool = False, workers_starting
     return phases, in_epoch_start
 
 
-def worker_activity(frames: list) -> str:
+def worker_activity(frames: list[Frame]) -> Activity:
     """idle | fetching | collating | sending | starting | unknown, for a worker's main thread."""
     loop = _find(frames, WORKER, ("_worker_loop",))
     if loop is None:

@@ -198,7 +198,7 @@ def test_bad_arguments_exit_2():
 
 def test_core_imports_neither_torch_nor_textual():
     code = (
-        "import sys, dltop.model, dltop.collect.collector, dltop.collect.processes.jobs, dltop.live.report, dltop.cli, "
+        "import sys, dltop.model, dltop.collect.collector, dltop.collect.jobs, dltop.live.report, dltop.cli, "
         "dltop.text_report, dltop.diagnose, dltop.bench.search, dltop.bench.report, dltop.bench.main; "
         "print(sorted(m for m in ('torch', 'textual') if m in sys.modules))"
     )

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from dltop.collect import procfs
 from dltop.collect.host import system
 from dltop.collect.host.disk import disk_rates, mount_sources, parse_diskstats
-from dltop.collect.processes import procfs
 from dltop.collect.processes.discovery import is_launcher_cmdline
 from dltop.units import cpu_list, human_bytes
 

@@ -9,8 +9,8 @@ import time
 
 import psutil
 
+from dltop.collect import procfs
 from dltop.collect.host.system import SystemSampler, parse_meminfo
-from dltop.collect.processes import procfs
 from dltop.collect.processes.discovery import Member
 from dltop.collect.processes.stats import NOT_READ_YET, ProcessSampler
 

@@ -30,6 +30,31 @@ def add_stack_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-stacks", action="store_true", help="do not run py-spy (no activity, data wait, hangs)")
 
 
+def add_secrets_option(parser: argparse.ArgumentParser) -> None:
+    """--show-secrets, for the views a person reads on their own screen (never the exporter or recorder)."""
+    parser.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="show the job's command line whole, tokens and passwords included (only to the user who owns the job;"
+        " by default values that may be secrets read ***)",
+    )
+
+
+def show_secrets(args: argparse.Namespace, pid: int) -> bool:
+    """Whether to show job ``pid``'s command line whole: asked for, and this user runs the job."""
+    if not args.show_secrets:
+        return False
+    from dltop.collect import procfs
+
+    owner = procfs.owner_uid(pid)
+    if owner is not None and owner != os.geteuid():
+        raise DltopError(
+            f"--show-secrets shows a command line whole to the user who runs the job only: pid {pid} is"
+            f" {procfs.user_name(owner)}'s"
+        )
+    return True
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     """The thresholds a command's options set (those added by add_stack_options)."""
     return Settings(hang_after_s=args.hang_after)

@@ -17,13 +17,14 @@ from dltop.collect.host.system import SystemSampler
 from dltop.collect.processes.discovery import PIN_THREAD_COMMS, WORKER_COMMS, Discovery, JobTree
 from dltop.collect.processes.loaders import loader_key, split_loaders
 from dltop.collect.processes.placement import PlacementReader
-from dltop.collect.processes.procfs import thread_names
 from dltop.collect.processes.stats import ProcessSampler, iso
+from dltop.collect.procfs import thread_names
 from dltop.collect.stacks.sampler import StackSampler
 from dltop.collect.stacks.source_lines import SourceLines
 from dltop.frames import start_method as stack_start_method
 from dltop.frames import worker_activity
 from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot, is_stuck
+from dltop.redact import redact_command
 from dltop.settings import DEFAULTS, Settings
 
 # CPU time per tick for smaps_rollup reads (USS/PSS): the rest are refreshed on later ticks. One
@@ -47,11 +48,15 @@ class Collector:
         stacks: bool = True,
         py_spy: Optional[str] = None,
         settings: Settings = DEFAULTS,
+        show_secrets: bool = False,
     ) -> None:
+        """``show_secrets``: command lines whole, for the job's owner on their own screen; by
+        default they are redacted (dltop/redact.py), as everything that leaves the node is."""
         self._clock, self._wall = clock, wall
         self.memory_budget_s = memory_budget_s
         self._memory_read_s = 0.0  # CPU of the last sample that read USS/PSS
         self.settings = settings
+        self._command: Callable[[list[str]], str] = " ".join if show_secrets else redact_command
         self.discovery = Discovery()
         self.tree: JobTree = self.discovery.resolve(pid)
         self.stacks = StackSampler(self.tree.root_pid, py_spy=py_spy, clock=clock, wall=wall) if stacks else None
@@ -141,7 +146,7 @@ class Collector:
             job=JobInfo(
                 pid=tree.root_pid,
                 requested_pid=tree.requested_pid,
-                cmdline=" ".join(self.discovery.cmdline(tree.root_pid)),
+                cmdline=self._command(self.discovery.cmdline(tree.root_pid)),
                 state="running" if running_trainers else "exited",
                 exit_code=self._trainer_exit_code(tree, by_pid) if not running_trainers else None,
                 start_method=next((ld.start_method for ld in loaders if ld.start_method != "unknown"), "unknown"),
@@ -201,10 +206,11 @@ class Collector:
         self.logs.close()
 
     def _with_stack(self, sample: ProcessSample) -> ProcessSample:
-        proc = self.stacks.procs.get(sample.pid) if self.stacks else None
+        stacks = self.stacks
+        proc = stacks.procs.get(sample.pid) if stacks is not None else None
         if sample.state == "zombie":
             return sample
-        if proc is None or proc.stack is None:
+        if stacks is None or proc is None or proc.stack is None:
             # this torch names its workers as _worker_loop begins: an unnamed one is still starting
             unnamed = self.tree.names_expected and not sample.name.startswith(WORKER_COMMS)
             return dataclasses.replace(sample, activity="starting") if sample.role == "worker" and unnamed else sample
@@ -212,7 +218,7 @@ class Collector:
         sample = dataclasses.replace(
             sample,
             worker_id=config.get("worker_id"),
-            activity=self.stacks.activity(sample.pid),
+            activity=stacks.activity(sample.pid),
             stack=self._with_code(sample.pid, proc.stack),
             stack_at=iso(proc.stack_wall) if proc.stack_wall else None,
             stuck_s=proc.hang.stuck_s,
@@ -221,10 +227,10 @@ class Collector:
 
     def _ready_by_stack(self, samples: list, stats: dict, now: float) -> None:
         """Workers whose stack shows them past start-up (in _worker_loop's loop) were ready when it was sampled."""
-        wall = self._wall()
+        wall, stacks = self._wall(), self.stacks
         for s in samples:
-            if s.role == "worker" and s.stack_at and s.activity not in ("starting", "unknown"):
-                proc = self.stacks.procs.get(s.pid)
+            if stacks is not None and s.role == "worker" and s.stack_at and s.activity not in ("starting", "unknown"):
+                proc = stacks.procs.get(s.pid)
                 if proc is not None and proc.stack_wall is not None:
                     self.startups.ready(s.pid, stats[s.pid].start_ticks, now - (wall - proc.stack_wall))
 
@@ -280,7 +286,7 @@ class Collector:
                 else None
             )
             sample = self.processes.sample(
-                member, stats[pid], " ".join(self.discovery.cmdline(pid)), placement, read_memory
+                member, stats[pid], self._command(self.discovery.cmdline(pid)), placement, read_memory
             )
             if read_memory:
                 self._memory_read_s = time.thread_time() - started

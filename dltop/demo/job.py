@@ -183,7 +183,8 @@ def main() -> None:
     parser.add_argument("--stall-after", type=int, help="the trainer stalls after this many batches")
     parser.add_argument("--stall-s", type=float, default=3600.0, help="how long the trainer stalls")
     parser.add_argument("--report", help="directory for ground-truth pid files")
-    args = parser.parse_args()
+    # flags it does not know are a real job's own (a token, a config): ignored, as tests of what dltop reveals need
+    args, _ = parser.parse_known_args()
 
     torch.set_num_threads(1)
     rank = int(os.environ.get("RANK", "0"))

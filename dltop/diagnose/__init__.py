@@ -1,4 +1,4 @@
-"""Findings from a window of Snapshots (DESIGN.md §1-2): pure rules, no I/O.
+"""Findings from a window of Snapshots (docs/how-it-works.md#shape-of-the-code, docs/findings.md): pure rules, no I/O.
 
 Each rule is one small function ``rule(window, settings) -> [Finding]`` registered in
 ``RULES``, one subject a module (faults, advice, cpu, disk, memory, shm, fds, gpu); ``diagnose``

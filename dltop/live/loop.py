@@ -1,8 +1,10 @@
-"""One job's live loop (DESIGN.md §6): collector ticks, a rolling window, findings decided once.
+"""One job's live loop: collector ticks, a rolling window, findings decided once.
 
 Every sink reads what this yields: the TUI, ``dltop snapshot``, the recorder and the exporter.
 None of them reads /proc or runs py-spy itself, so watching a job costs the same whichever sinks
 are attached. No textual, no torch.
+
+More: docs/how-it-works.md#one-live-loop-many-sinks.
 """
 
 from __future__ import annotations
@@ -111,11 +113,14 @@ class LiveLoop:
         self.collector.close()
 
 
-def open_loop(pid: int, settings: Settings = DEFAULTS, stacks: bool = True, **loop_options) -> LiveLoop:
-    """Attach to the job ``pid`` belongs to (DltopError if none)."""
+def open_loop(
+    pid: int, settings: Settings = DEFAULTS, stacks: bool = True, show_secrets: bool = False, **loop_options
+) -> LiveLoop:
+    """Attach to the job ``pid`` belongs to (DltopError if none). ``show_secrets``: command lines
+    whole (the caller checked the user owns the job); else redacted."""
     from dltop.collect.collector import Collector
 
-    return LiveLoop(Collector(pid, stacks=stacks, settings=settings), **loop_options)
+    return LiveLoop(Collector(pid, stacks=stacks, settings=settings, show_secrets=show_secrets), **loop_options)
 
 
 @functools.cache  # once a process: its start-up happens once

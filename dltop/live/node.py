@@ -1,9 +1,11 @@
-"""Every training job on this node, one live loop each (DESIGN.md §6): the exporter's source.
+"""Every training job on this node, one live loop each: the exporter's source.
 
 Jobs are found the way ``dltop jobs`` finds them, again every ``discover_every_s``; a new job
 gets a ``LiveLoop`` of its own, an exited one is reported once more (its last Snapshot, state
 ``exited``) and dropped. The stack budgets of one live view are split between the jobs, so
 watching a node costs about what watching one job does. No textual, no torch.
+
+More: docs/how-it-works.md#one-live-loop-many-sinks.
 """
 
 from __future__ import annotations

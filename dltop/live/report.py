@@ -3,7 +3,7 @@
 Rates become time-weighted means over the ticks where they were read, which equals the rate
 over the whole window; disk awaits are weighted by I/O count, so they equal iostat's figure
 for the window. Processes that left keep their last reading: a job that exits while watched
-is reported with what was seen before (DESIGN.md §2).
+is reported with what was seen before (docs/json.md#dltopsnapshot1).
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
-"""The flight recorder, a sink of the live loop (DESIGN.md §6): each Snapshot becomes a frame, and a
+"""The flight recorder, a sink of the live loop: each Snapshot becomes a frame, and a
 fault's first appearance an incident bundle. It reads nothing of the job itself but what the
 loop's collector already holds (the trainers' log tails); only ``--incident-dump`` runs py-spy
-with locals, which pauses each process briefly, because the user asked for it."""
+with locals, which pauses each process briefly, because the user asked for it.
+
+More: docs/how-it-works.md#one-live-loop-many-sinks.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from dltop import __version__
-from dltop.collect.processes import procfs
+from dltop.collect import procfs
 from dltop.errors import DltopError
 from dltop.model import SCHEMA as SNAPSHOT_SCHEMA
 from dltop.model import Snapshot

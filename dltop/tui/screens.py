@@ -152,7 +152,7 @@ class PickerScreen(Screen):
     @work(thread=True, exclusive=True)
     def action_refresh(self) -> None:
         from dltop.collect.host.gpu import GpuSampler
-        from dltop.collect.processes.jobs import list_jobs
+        from dltop.collect.jobs import list_jobs
 
         jobs = list_jobs(GpuSampler())
         self.app.call_from_thread(self._fill, jobs)

@@ -37,8 +37,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 WARMUP_S = 5.0
 # where a sampled frame of the live view belongs, first match wins (file path fragments)
 PARTS = (
-    ("diagnose (per tick)", ("/dltop/diagnose/", "/dltop/window.py")),
-    ("py-spy runs (start, poll, parse)", ("/dltop/collect/stacks.py", "/dltop/collect/pyspy.py", "subprocess.py")),
+    ("diagnose (per tick)", ("/dltop/diagnose/", "/dltop/live/report.py")),
+    ("stack sampler runs (start, poll, parse)", ("/dltop/collect/stacks/", "subprocess.py")),
     ("collector (/proc, psutil)", ("/dltop/collect/", "/psutil/")),
     ("UI (Textual, Rich)", ("/textual/", "/rich/", "/dltop/tui/")),
 )

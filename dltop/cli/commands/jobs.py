@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dltop.collect.host.gpu import GpuSampler
-    from dltop.collect.processes.jobs import list_jobs
+    from dltop.collect.jobs import list_jobs
     from dltop.units import bytes_held
 
     jobs = list_jobs(GpuSampler())

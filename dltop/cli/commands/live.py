@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import argparse
 
-from dltop.cli.options import _positive, add_stack_options, need_terminal, settings_from
+from dltop.cli.options import (
+    _positive,
+    add_secrets_option,
+    add_stack_options,
+    need_terminal,
+    settings_from,
+    show_secrets,
+)
 from dltop.errors import DltopError
 
 
@@ -15,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pid", type=int, help="watch this job live (the trainer, a worker or its launcher)")
     parser.add_argument("--interval", type=_positive, default=1.0, help="seconds between refreshes (default 1)")
     add_stack_options(parser)
+    add_secrets_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,9 +32,11 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.pid is None:
         need_terminal()
-        app = DltopApp(lambda pid: open_loop(pid, settings, not args.no_stacks), args.interval, pick=True)
-    else:
-        source = open_loop(args.pid, settings, not args.no_stacks)  # a bad pid fails here, in one line
+        app = DltopApp(
+            lambda pid: open_loop(pid, settings, not args.no_stacks, show_secrets(args, pid)), args.interval, pick=True
+        )
+    else:  # a bad pid fails here, in one line
+        source = open_loop(args.pid, settings, not args.no_stacks, show_secrets(args, args.pid))
         try:
             need_terminal()
         except DltopError:

@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dltop.collect.processes import procfs
+    from dltop.collect import procfs
     from dltop.collect.stacks.full_dump import dump_job
     from dltop.live.loop import open_loop
     from dltop.record.recorder import Recorder, RecordOptions, default_path

@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from dltop.cli.options import _positive, add_stack_options, settings_from
+from dltop.cli.options import _positive, add_secrets_option, add_stack_options, settings_from, show_secrets
 
 NAME = "snapshot"
 HELP = "watch a job for a while and print one report"
@@ -19,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", type=_positive, default=1.0, help="seconds between samples (default 1)")
     parser.add_argument("--json", action="store_true", help="print the dltop.snapshot/1 JSON document")
     add_stack_options(parser)
+    add_secrets_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
     from dltop.live.schedule import ticks
     from dltop.text_report import render
 
-    loop = open_loop(args.pid, settings_from(args), not args.no_stacks, window_ticks=None, judge_every_tick=False)
+    loop = open_loop(args.pid, settings_from(args), not args.no_stacks, show_secrets(args, args.pid),
+                     window_ticks=None, judge_every_tick=False)  # fmt: skip
     try:
         for final in ticks(args.interval, duration_s=args.duration):
             # the final tick waits for py-spy runs under way and re-reads every USS/PSS

@@ -16,7 +16,7 @@ import select
 import threading
 from typing import Optional
 
-from dltop.collect.processes import procfs
+from dltop.collect import procfs
 
 
 class ExitWatcher:

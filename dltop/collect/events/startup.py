@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Optional
 
-from dltop.collect.processes import procfs
+from dltop.collect import procfs
 
 POLL_S = 0.02
 KEEP_S = 60.0  # intervals older than this are forgotten (record windows cover 8 s)

@@ -1,6 +1,6 @@
 """iostat -x figures from /proc/diskstats deltas, and which block devices a job reads from.
 
-Formulas from the kernel's Documentation/admin-guide/iostats.rst (DESIGN.md §4): lines have
+Formulas from the kernel's Documentation/admin-guide/iostats.rst (docs/how-it-works.md#proc-and-sys): lines have
 14, 18 (4.18+, discards) or 20 (5.5+, flush) fields; only the first 14 are needed here.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from dltop.collect.processes import procfs
+from dltop.collect import procfs
 from dltop.model import DiskSample
 
 SECTOR_BYTES = 512

@@ -2,7 +2,7 @@
 
 No library, no driver or no device is a normal state reported in ``gpu_status``, never an
 exception. NVML reports pids in the host's pid namespace; they are matched to the pids this
-machine's /proc shows through each job process's ``NSpid`` line (DESIGN.md §4).
+machine's /proc shows through each job process's ``NSpid`` line (docs/how-it-works.md#nvml).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from dltop.collect.processes import procfs
+from dltop.collect import procfs
 from dltop.model import GpuProcess, GpuSample
 
 

@@ -1,7 +1,7 @@
 """Machine-wide figures that bound a job: CPUs it may use, memory, swap, /dev/shm.
 
 "CPUs the job may use" is its affinity capped by the cgroup CPU quota (what a container
-or Slurm gives it), never ``os.cpu_count()`` (DESIGN.md §4).
+or Slurm gives it), never ``os.cpu_count()`` (docs/how-it-works.md#proc-and-sys).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 import psutil
 
-from dltop.collect.processes import procfs
+from dltop.collect import procfs
 from dltop.model import SystemSample
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")

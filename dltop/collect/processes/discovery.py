@@ -1,9 +1,11 @@
-"""Find a training job's processes and say what each one is (DESIGN.md §3).
+"""Find a training job's processes and say what each one is.
 
 Works from /proc alone: names (``pt_data_worker`` on torch >= 2.5), command lines
 (spawn/forkserver/launchers) and ancestry, so it finds workers under every start method
 and torch version. Stacks (collect/stacks/sampler.py) refine this later; nothing here pauses or
 signals the job.
+
+More: docs/how-it-works.md#what-a-dataloader-looks-like-from-outside.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from dltop.collect.processes import procfs
+from dltop.collect import procfs
 from dltop.errors import DltopError
 
 WORKER_COMMS = ("pt_data_worker", "pt_multiprocess")

@@ -20,7 +20,7 @@ import dataclasses
 import re
 from typing import Optional
 
-from dltop.collect.processes import procfs
+from dltop.collect import procfs
 from dltop.model import Placement
 
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")

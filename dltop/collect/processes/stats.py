@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 import psutil
 
-from dltop.collect.processes import procfs
+from dltop.collect import procfs
 from dltop.collect.processes.discovery import Member
 from dltop.model import Placement, ProcessSample
 

@@ -1,4 +1,4 @@
-"""Why py-spy may not attach, and the exact fix for this machine (DESIGN.md §4).
+"""Why py-spy may not attach, and the exact fix for this machine (docs/how-it-works.md#permissions).
 
 py-spy needs ptrace rights over the job: the same user (and Yama's ptrace_scope allowing it),
 or CAP_SYS_PTRACE. ``stacks_fix`` is pure so every situation is unit-tested; ``facts`` reads
@@ -8,10 +8,11 @@ this machine.
 from __future__ import annotations
 
 import os
-import pwd
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+from dltop.collect import procfs
 
 CAP_SYS_PTRACE = 19
 _CONTAINER_MARKERS = ("docker", "kubepods", "containerd", "libpod", "lxc")
@@ -28,14 +29,8 @@ class PtraceFacts:
 
 
 def facts(target_pid: int) -> PtraceFacts:
-    try:
-        target_uid: Optional[int] = os.stat(f"/proc/{target_pid}").st_uid
-    except OSError:
-        target_uid = None
-    try:
-        user = pwd.getpwuid(target_uid).pw_name if target_uid is not None else None
-    except KeyError:
-        user = str(target_uid)
+    target_uid = procfs.owner_uid(target_pid)
+    user = procfs.user_name(target_uid) if target_uid is not None else None
     return PtraceFacts(os.geteuid(), target_uid, user, _has_cap_sys_ptrace(), _ptrace_scope(), _in_container())
 
 

@@ -26,6 +26,7 @@ pausing dump (``full_dump.py``, with locals) runs only when the user asks.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from dltop import frames as stackframes
-from dltop.collect.processes import procfs
+from dltop.collect import procfs
 from dltop.collect.stacks import ptrace
 from dltop.collect.stacks.austin import (
     StreamRun,
@@ -67,7 +68,7 @@ from dltop.collect.stacks.pyspy import (
     record_command,
 )
 from dltop.collect.stacks.trainer_time import TrainerSamples, workers_starting
-from dltop.model import Frame, TrainerTime
+from dltop.model import Activity, Frame, TrainerTime
 
 DUMP_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 1.0
@@ -167,11 +168,12 @@ class StackSampler:
             proc.role = role
             self._read_schedstat(proc, now, schedstat)
             self._collect(proc, now)
-        if self.py_spy is None or not self._may_try(now):
+        py_spy = self.py_spy
+        if py_spy is None or not self._may_try(now):
             return
         self._budget.refill(elapsed, self.dumps_per_s, self.share)
-        self._start_records(now)
-        self._start_dumps(now)
+        self._start_records(now, py_spy)
+        self._start_dumps(now, py_spy)
 
     def probe_loaders(self, pids: list[int], timeout_s: float = PROBE_TIMEOUT_S) -> set[int]:
         """At attach: which of these trainers run a DataLoader with worker processes, from one
@@ -197,7 +199,7 @@ class StackSampler:
         proc = self.procs.get(pid)
         return proc.trainer_samples.time() if proc is not None else None
 
-    def activity(self, pid: int) -> str:
+    def activity(self, pid: int) -> Activity:
         proc = self.procs.get(pid)
         if proc is None or proc.stack is None:
             return "unknown"
@@ -349,7 +351,10 @@ class StackSampler:
                 proc = self.procs.get(pid)
                 if proc is None or proc.role != "worker" or proc.stack is None or proc.run is not None:
                     continue  # its first dump reads its loader; a dump under way has its own start
-                proc.run_began = proc.hang.began(proc.hang.seen_at, self._wall())
+                seen_at = proc.hang.seen_at
+                if seen_at is None:
+                    continue  # its schedstat was never read (it went while listed): nothing to date the sample by
+                proc.run_began = proc.hang.began(seen_at, self._wall())
                 self._add_dump(proc, [ThreadStack(pid, "MainThread", frames)])
                 proc.sweep.swept_at = now
             if result is not None:
@@ -380,33 +385,33 @@ class StackSampler:
 
     # -- what to start ---------------------------------------------------------------------
 
-    def _start_records(self, now: float) -> None:
+    def _start_records(self, now: float, py_spy: str) -> None:
         trainers = [p for p in self.procs.values() if p.role == "trainer"]
         for proc in trainers:
             if proc.run is None and proc.stack is None and not proc.trainer_samples.windows_done:
                 # first sight: one dump says at once whether it runs a DataLoader with workers
                 # (its new workers are then known as workers while they start), before the
                 # first record window reports a second later
-                self._start(proc, PySpyRun(dump_command(self.py_spy, proc.pid), DUMP_TIMEOUT_S), now, recording=False)
+                self._start(proc, PySpyRun(dump_command(py_spy, proc.pid), DUMP_TIMEOUT_S), now, recording=False)
             elif proc.run is None and self.austin and not proc.austin_failed:
-                self._start_stream(proc, len(trainers), now)
+                self._start_stream(proc, self.austin, len(trainers), now)
             elif proc.run is None:
-                self._start_record(proc, len(trainers), now)
+                self._start_record(proc, py_spy, len(trainers), now)
             if proc.sweep.run is None:
                 self._start_sweep(proc)
 
-    def _start_record(self, proc: ProcessStacks, trainers: int, now: float) -> None:
+    def _start_record(self, proc: ProcessStacks, py_spy: str, trainers: int, now: float) -> None:
         """A ``py-spy record`` window at the rate its share affords, priced by the last window's cost."""
         windows_done = proc.trainer_samples.windows_done
         proc.pricing.plan_record(windows_done, self.share, trainers)
         output = os.path.join(self._tmp, f"record-{proc.pid}-{windows_done}.txt")
-        command = record_command(self.py_spy, proc.pid, int(proc.pricing.rate), proc.pricing.seconds, output)
+        command = record_command(py_spy, proc.pid, int(proc.pricing.rate), proc.pricing.seconds, output)
         self._start(proc, PySpyRun(command, proc.pricing.seconds + DUMP_TIMEOUT_S, output), now, recording=True)
 
-    def _start_stream(self, proc: ProcessStacks, trainers: int, now: float) -> None:
+    def _start_stream(self, proc: ProcessStacks, austin: str, trainers: int, now: float) -> None:
         """An Austin window at the rate its share affords, priced by the last window's cost."""
         proc.pricing.plan_stream(proc.trainer_samples.windows_done, self.share, trainers)
-        command = stream_command(self.austin, proc.pid, proc.pricing.rate, proc.pricing.seconds)
+        command = stream_command(austin, proc.pid, proc.pricing.rate, proc.pricing.seconds)
         self._start(proc, StreamRun(command, proc.pricing.seconds + DUMP_TIMEOUT_S), now, recording=True)
         proc.stream_from = now
 
@@ -418,7 +423,7 @@ class StackSampler:
         command = stream_command(self.austin, trainer.pid, rate, SWEEP_WINDOW_S, children=True)
         trainer.sweep.run, trainer.sweep.found = StreamRun(command, SWEEP_WINDOW_S + DUMP_TIMEOUT_S), False
 
-    def _start_dumps(self, now: float) -> None:
+    def _start_dumps(self, now: float, py_spy: str) -> None:
         in_flight = sum(1 for p in self.procs.values() if p.run is not None and p.role != "trainer")
         for proc in sorted(self._dump_candidates(), key=self._priority):
             rank = self._priority(proc)[0]
@@ -434,8 +439,8 @@ class StackSampler:
             proc.austin_dump = bool(self.austin) and not with_locals and not proc.austin_failed
             command = (
                 austin_dump_command(self.austin, proc.pid)
-                if proc.austin_dump
-                else dump_command(self.py_spy, proc.pid, with_locals=with_locals)
+                if proc.austin_dump and self.austin  # austin_dump is set only where Austin was found
+                else dump_command(py_spy, proc.pid, with_locals=with_locals)
             )
             self._start(proc, PySpyRun(command, DUMP_TIMEOUT_S), now, recording=False)
             in_flight += 1
@@ -456,11 +461,15 @@ class StackSampler:
         ]
 
     def _priority(self, proc: ProcessStacks) -> tuple[int, float]:
-        """(rank, oldest first): a new process by when it was first seen, others by their last dump."""
+        """(rank, oldest first): a new process by when it was first seen (one whose schedstat was
+        never read, as it went, last: sorting it as None against a time would raise), others by
+        their last dump."""
         last = proc.run_began
         hang_to_confirm = proc.hang.to_confirm(proc.stack, last.run_ns if last else 0)
         rank = dump_rank(proc.pid in self.requested, hang_to_confirm, proc.stack is None)
-        return rank, proc.hang.seen_at if proc.stack is None else (last.at if last else 0.0)
+        if proc.stack is None:
+            return rank, proc.hang.seen_at if proc.hang.seen_at is not None else math.inf
+        return rank, last.at if last else 0.0
 
     def _has_workers(self) -> bool:
         return any(p.role == "worker" for p in self.procs.values())

@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
+from dltop.collect import procfs
 from dltop.collect.host.gpu import GpuSampler
-from dltop.collect.processes import procfs
 from dltop.collect.processes.discovery import find_jobs
 from dltop.redact import redact_command
 
