@@ -25,6 +25,9 @@ class Settings:
     input_bound_warning_percent: float = 50.0
     min_stack_samples: int = 30  # trainer samples before a share is trusted
     workers_headroom: float = 1.1  # suggest 10% more workers than the model needs
+    # the suggestion's range: the workers the model needs at the data wait minus and plus this many of
+    # its standard errors (two: the samples of a wait are not independent, so one understates it)
+    advice_spread_errors: float = 2.0
     # too-many-workers: the trainer waits less than this, the workers work less than this share
     too_many_wait_percent: float = 5.0
     idle_workers_percent: float = 25.0

@@ -120,6 +120,24 @@ def test_findings_do_not_flicker():
     assert [f.id for f in StableFindings().update(0, [finding("error")])] == ["input-bound"]  # faults at once
 
 
+def test_a_held_finding_is_said_to_be_held_until_it_shows():
+    """While a finding holds before showing, the live view's pending list says so (the badge then
+    never reads HEALTHY): with what it is and how long yet."""
+    from dltop.diagnose.stable import StableFindings
+    from dltop.model import Finding
+
+    waits = Finding("input-bound", "warning", "Trainer 1 waits for data 87% of the time", "d", [1], {}, "s")
+    stable = StableFindings(raise_after_s=5)
+    stable.update(0, [waits])
+    assert stable.held(0) == [(waits, 5.0)]
+    stable.update(3, [waits])
+    assert stable.held(3) == [(waits, 2.0)]
+    stable.update(4, [])
+    assert stable.held(4) == []  # gone this tick: nothing is held back
+    stable.update(5, [waits])
+    assert stable.update(5, [waits]) == [waits] and stable.held(5) == []  # shown: no longer held
+
+
 def test_pin_memory_advice_follows_the_gpu():
     from dltop.model import GpuProcess, GpuSample
 
@@ -253,3 +271,55 @@ def test_workers_fighting_for_one_cpu_are_oversubscribed(start_job, attach):
     (finding,) = [f for f in findings if f.id == "cpu-oversubscribed"]
     assert finding.evidence["cpus_allowed"] == 1 and finding.evidence["cpu_waiting"] >= 0.5
     assert "num_workers=1" in finding.suggestion and finding.pids == [job.pid]
+
+
+def test_a_suggestion_holds_while_the_wait_stays_within_its_noise():
+    """Advice moves when the evidence does, not every tick: a count shown before holds while it is
+    within the range the data wait's noise allows, and a change says from what and why."""
+    from dltop.diagnose.window import ShownAdvice
+
+    def input_bound(shown=None):
+        found = diagnose(bound_window(60.0, workers=2, cpu=20.0, ticks=3), shown_advice=shown)
+        (finding,) = [f for f in found if f.id == "input-bound"]
+        return finding.evidence, finding.detail
+
+    fresh, detail = input_bound()
+    assert fresh["suggested_range"] == [5, 8] and fresh["suggested_workers"] == 6 == fresh["workers_needed"]
+    assert "(any of 5-8 fits the measured wait)" in detail
+    held, _ = input_bound({1: ShownAdvice(8, "2026-01-01T00:00:05+00:00")})
+    assert held["suggested_workers"] == 8 and held["change_reason"] is None  # within the noise: it holds
+    moved, _ = input_bound({1: ShownAdvice(16, "2026-01-01T00:00:05+00:00")})
+    assert moved["suggested_workers"] == 6 and moved["change_reason"].startswith("16 fell outside 5-8")
+    _, said = input_bound({1: ShownAdvice(6, "2026-01-01T00:00:05+00:00", 16, moved["change_reason"])})
+    assert "It said 16 until" in said and "16 fell outside 5-8 when the data wait read 60%" in said
+
+
+def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(start_job):
+    """The demo's input-bound job watched live for 25 s: once the suggestion shows, it holds; and two
+    separate reports of it agree with each other's evidence."""
+    import json
+
+    from dltop.demo.scenarios import SCENARIOS
+    from dltop.live.loop import open_loop
+    from tests.support import run_dltop
+
+    job = start_job(*SCENARIOS["input-bound"])
+    job.wait_workers(1)
+    loop = open_loop(job.pid)
+    shown = []
+    try:
+        for _ in range(25):
+            snap = loop.step()
+            shown += [f.evidence["suggested_workers"] for f in snap.findings if f.id == "input-bound"]
+            time.sleep(1)
+    finally:
+        loop.close()
+    assert len(shown) >= 10 and len(set(shown)) == 1, shown
+    reports = []
+    for _ in range(2):
+        result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "8", "--json")
+        (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "input-bound"]
+        reports.append(finding["evidence"])
+    for one in reports:  # each report's count fits the other's range: no 38 against 44
+        low, high = one["suggested_range"]
+        assert all(low <= other["suggested_workers"] <= high for other in reports), reports

@@ -8,7 +8,8 @@ never call each other: which finding explains which is ``relations``' to say.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Optional
 
 from dltop.diagnose.advice import input_bound, pin_memory, too_many_workers, workers_respawning
 from dltop.diagnose.cpu import cpu_oversubscribed
@@ -20,7 +21,7 @@ from dltop.diagnose.memory import worker_memory_growth
 from dltop.diagnose.pending import pending
 from dltop.diagnose.relations import relate
 from dltop.diagnose.shm import shm_low
-from dltop.diagnose.window import Window
+from dltop.diagnose.window import ShownAdvice, Window
 from dltop.model import Finding, Snapshot
 from dltop.settings import DEFAULTS, Settings
 
@@ -44,13 +45,19 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def diagnose(ticks: Sequence[Snapshot], settings: Settings = DEFAULTS, related: bool = True) -> list[Finding]:
+def diagnose(
+    ticks: Sequence[Snapshot],
+    settings: Settings = DEFAULTS,
+    related: bool = True,
+    shown_advice: Optional[Mapping[int, ShownAdvice]] = None,
+) -> list[Finding]:
     """Every finding the ticks (oldest first) support, consequences tied to their causes, most
     severe first. ``related`` False leaves them unrelated (a live view holds findings first, then
-    relates the ones it shows: a consequence must not name a cause that is not on screen)."""
+    relates the ones it shows: a consequence must not name a cause that is not on screen).
+    ``shown_advice``: what a live view suggested so far, which holds while it stays within the noise."""
     if not ticks:
         return []
-    window = Window(ticks)
+    window = Window(ticks, shown_advice)
     findings: list[Finding] = []
     for rule in RULES:
         findings.extend(rule(window, settings))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from datetime import datetime
 from typing import Optional
 
 from dltop.diagnose.capacity import Capacity, capacities
@@ -140,6 +141,8 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
             "worker_cpu_percent": round(cap.figures.cpu * 100, 1),
             "workers_needed": cap.needed,
             "suggested_workers": suggested,
+            "suggested_range": list(cap.suggested_range) if cap.suggested_range else None,
+            "change_reason": change_reason(cap),
             "speedup_by_pace": _round(cap.speedup_pace),
             "speedup_by_cpus": _round(cap.speedup_cpus),
             "cpus_allowed": cap.cpus_allowed,
@@ -198,7 +201,8 @@ def _input_bound_advice(
     if more is not None:
         capped = f" (capped by {binding})" if binding else ""
         each = min(1.0, (workers * cap.figures.busy if workers else wait) * speedup / more)
-        detail = f"{reach}: that takes about {more} worker(s){capped}, each busy about {each * 100:.0f}%.{io}"
+        detail = (f"{reach}: that takes about {more} worker(s){capped}{_within(cap)}, each busy about"
+                  f" {each * 100:.0f}%.{io}{_since(cap)}")  # fmt: skip
         replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more)
     else:
         what = f"{binding} limit" if binding else "no more are needed at this pace"
@@ -210,6 +214,30 @@ def _input_bound_advice(
             + " (decode smaller images, cache preprocessed samples, move augmentation to the GPU)"
         )  # fmt: skip
     return detail, "; then ".join(parts), change or None, replay
+
+
+def _within(cap: Capacity) -> str:
+    """The range the data wait's noise leaves the count in, where it is more than one count."""
+    span = cap.suggested_range
+    return f" (any of {span[0]}-{span[1]} fits the measured wait)" if span and span[0] != span[1] else ""
+
+
+def _since(cap: Capacity) -> str:
+    """When the count shown changed last, and why: advice that moves says so."""
+    shown = cap.shown
+    if shown is None or shown.previous is None or shown.workers != cap.suggested:
+        return ""
+    since = datetime.fromisoformat(shown.since).astimezone().strftime("%H:%M:%S")
+    return f" It said {shown.previous} until {since}: {shown.because}."
+
+
+def change_reason(cap: Capacity) -> Optional[str]:
+    """Why the count moves from what a live view showed: the evidence left its range."""
+    shown, span = cap.shown, cap.suggested_range
+    if shown is None or span is None or span[0] <= shown.workers <= span[1]:
+        return None
+    wait = cap.loader.data_wait_percent or 0.0
+    return f"{shown.workers} fell outside {span[0]}-{span[1]} when the data wait read {wait:.0f}%"
 
 
 def _round(value: Optional[float]) -> Optional[float]:

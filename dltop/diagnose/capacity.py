@@ -29,15 +29,20 @@ from dltop.diagnose.figures import (
     cpu_figures,
     saturated_disks,
     trusted_wait,
+    wait_error,
     worker_figures,
 )
-from dltop.diagnose.window import Window
+from dltop.diagnose.window import ShownAdvice, Window
 from dltop.model import LoaderSample
 from dltop.settings import Settings
 
 THREADS_CPU = 0.25  # cores a trainer's other threads use before they count as intra-op work
 CPU_BOUND = 1.15  # speed-up the CPUs allow below which the job is CPU-bound
 MIN_GAIN = 1.05  # a change the model says gains less than this is within its noise
+MAX_WAIT = 0.99  # a wait's upper spread stops short of all the time (the pace model divides by 1 - W)
+# the counts a suggestion prefers where its range holds several (about 25% apart, as Renard's
+# series): two reports of one steady job then name the same count, not 38 and 44
+PREFERRED_WORKERS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256)
 IO_BOUND_CPU = 0.5  # a busy worker on CPU less than this share of the time waits on I/O
 
 
@@ -59,6 +64,9 @@ class Capacity:
     needed: Optional[int]  # workers to keep up at the reachable speed-up, before the caps
     caps: dict[str, int]  # memory | disk -> workers at most
     missing: Optional[str]  # what the model lacks to give a number, in words
+    # ``needed`` at the data wait minus and plus its spread of standard errors: every count in it fits
+    needed_range: Optional[tuple[int, int]] = None
+    shown: Optional[ShownAdvice] = None  # what a live view showed for this trainer so far
 
     @property
     def speedup(self) -> Optional[float]:
@@ -77,11 +85,32 @@ class Capacity:
         by_cpus = self.speedup_cpus
         return self.limited_by_cpus and by_cpus is not None and by_cpus < CPU_BOUND
 
+    def _capped(self, needed: int) -> int:
+        return max(self.workers, min([needed, *self.caps.values()]))
+
+    @property
+    def suggested_range(self) -> Optional[tuple[int, int]]:
+        """The workers to suggest at either end of the data wait's noise, caps applied; where the
+        CPUs bind, what they fit is the ceiling (not a point in the noise)."""
+        if self.needed_range is None or self.needed is None:
+            return None
+        low, high = self.needed_range
+        high = min(high, self.needed) if self.limited_by_cpus else high
+        return self._capped(low), self._capped(high)
+
     @property
     def suggested(self) -> Optional[int]:
-        if self.needed is None:
+        """One number that holds while the job does: what was shown, while it stays in the range;
+        else the preferred number in the range nearest the model's own (two reports of one steady
+        job agree), or the model's own where the range holds none."""
+        if self.needed is None or self.suggested_range is None:
             return None
-        return max(self.workers, min([self.needed, *self.caps.values()]))
+        low, high = self.suggested_range
+        central = self._capped(self.needed)
+        if self.shown is not None and low <= self.shown.workers <= high:
+            return self.shown.workers
+        fitting = [n for n in PREFERRED_WORKERS if low <= n <= high]
+        return min(fitting, key=lambda n: (abs(n - central), n)) if fitting else central
 
     @property
     def binding(self) -> Optional[str]:
@@ -137,16 +166,17 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     job_cores, trainer_cpu, main_cpu = column_means(window.per_tick(cpu_figures, loader.trainer_pid)[1:], width=3)
     trainer_cpu = trainer_cpu or 0.0
     threads_cpu = max(0.0, trainer_cpu - main_cpu) if main_cpu is not None else 0.0
-    pace = 1 / max(1 - wait, 0.05) if wait is not None else None
+    pace = _pace(wait) if wait is not None else None
     by_cpus = allowed / job_cores if allowed and job_cores else None
     missing = _missing(wait, workers, figures, allowed, job_cores)
-    needed = None
+    needed, needed_range = None, None
     if missing is None and wait is not None:  # nothing missing: the wait is known
-        reach = min(s for s in (pace, by_cpus) if s is not None)
-        demand = workers * figures.busy if workers else wait
-        needed = math.ceil(round(demand * reach * settings.workers_headroom, 6))
-        if reach < MIN_GAIN:  # no room to go faster: the headroom alone must not ask for more
-            needed = min(needed, workers)
+        spread = settings.advice_spread_errors * (wait_error(loader) or 0.0)
+        low, central, high = (
+            _workers_needed(max(0.0, min(w, MAX_WAIT)), workers, figures.busy, by_cpus, settings)
+            for w in (wait - spread, wait, wait + spread)
+        )
+        needed, needed_range = central, (low, high)
     caps: dict[str, int] = {}
     if system is not None and figures.memory and workers:
         caps["memory"] = workers + math.floor(0.5 * system.mem_available_bytes / figures.memory)
@@ -154,7 +184,22 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
         caps["disk"] = workers
     per_rank = allowed / ranks if allowed else None
     return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, pace,
-                    by_cpus, needed, caps, missing)  # fmt: skip
+                    by_cpus, needed, caps, missing, needed_range,
+                    window.shown_advice.get(loader.trainer_pid))  # fmt: skip
+
+
+def _pace(wait: float) -> float:
+    """How much faster the trainer could go on its own pace, X0 / (1 - W) (at most 20x)."""
+    return 1 / max(1 - wait, 0.05)
+
+
+def _workers_needed(wait: float, workers: int, busy: float, by_cpus: Optional[float], settings: Settings) -> int:
+    """The workers that keep a trainer waiting ``wait`` of its time up with its reachable speed-up."""
+    pace = _pace(wait)
+    reach = min(pace, by_cpus) if by_cpus is not None else pace
+    demand = workers * busy if workers else wait
+    needed = math.ceil(round(demand * reach * settings.workers_headroom, 6))
+    return min(needed, workers) if reach < MIN_GAIN else needed  # no room to go faster: no headroom alone
 
 
 def _missing(

@@ -42,3 +42,12 @@ class StableFindings:
                 del self._seen[key]
                 self._shown.discard(key)
         return [self._seen[key].finding for key in self._seen if key in self._shown]
+
+    def held(self, now: float) -> list[tuple[Finding, float]]:
+        """Findings raised this tick and held back until they prove steady, with the seconds until
+        they show: the verdict is open meanwhile."""
+        return [
+            (seen.finding, max(0.0, self.raise_after_s - (now - seen.first)))
+            for key, seen in self._seen.items()
+            if key not in self._shown and seen.last == now
+        ]

@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import itertools
 import weakref
-from collections.abc import Callable, Hashable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, TypeVar
 
 from dltop.model import Snapshot
 
@@ -40,9 +41,23 @@ def _figures_of(tick: Snapshot) -> dict[tuple[Hashable, ...], Any]:
     return figures
 
 
+@dataclass(frozen=True)
+class ShownAdvice:
+    """The num_workers a live view has shown for a trainer: advice holds still while the evidence
+    stays within its noise, so the rules are told what they said before, since when, and what it
+    replaced and why."""
+
+    workers: int
+    since: str  # when it was first shown (ISO)
+    previous: Optional[int] = None
+    because: Optional[str] = None
+
+
 class Window:
-    def __init__(self, ticks: Sequence[Snapshot]) -> None:
+    def __init__(self, ticks: Sequence[Snapshot], shown_advice: Optional[Mapping[int, ShownAdvice]] = None) -> None:
+        """``shown_advice``: trainer pid -> what a live view showed it so far (none for a report)."""
         self.ticks: list[Snapshot] = list(ticks)
+        self.shown_advice: Mapping[int, ShownAdvice] = shown_advice or {}
         self._figures: dict[tuple[Hashable, ...], Any] = {}  # (figure, *args) -> its value for the window
 
     @property

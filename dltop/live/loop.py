@@ -19,9 +19,10 @@ from typing import Callable, Iterator, Optional
 
 from dltop.diagnose import diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
+from dltop.diagnose.window import ShownAdvice
 from dltop.live.report import summarize
 from dltop.live.schedule import ticks
-from dltop.model import Snapshot
+from dltop.model import Finding, Pending, Snapshot
 from dltop.settings import DEFAULTS, Settings
 
 WINDOW_TICKS = 120  # ticks a live diagnosis looks back over
@@ -54,6 +55,7 @@ class LiveLoop:
         self.settings = settings or collector.settings
         self.window: deque = deque(maxlen=window_ticks)
         self._stable = StableFindings()
+        self._advice: dict[int, ShownAdvice] = {}  # trainer pid -> the num_workers shown it so far
         self._clock = clock
         self.latest: Optional[Snapshot] = None
 
@@ -71,11 +73,31 @@ class LiveLoop:
             settle_gc()
         self.window.append(snap)
         if self.judge_every_tick:
-            ticks = list(self.window)
-            shown = relate(self._stable.update(self._clock(), diagnose(ticks, self.settings, related=False)))
-            snap = dataclasses.replace(snap, findings=shown, pending=pending(ticks, self.settings))
+            ticks, now = list(self.window), self._clock()
+            raw = diagnose(ticks, self.settings, related=False, shown_advice=self._advice)
+            self._hold_advice(raw, snap.taken_at)
+            shown = relate(self._stable.update(now, raw))
+            held = [
+                Pending(f.id, f"{f.title}; shown once it holds {self._stable.raise_after_s:g} s", round(ready, 1), True)
+                for f, ready in self._stable.held(now)
+                if f.severity != "info"  # an info finding never changes the verdict
+            ]
+            snap = dataclasses.replace(snap, findings=shown, pending=pending(ticks, self.settings) + held)
         self.latest = snap
         return self.latest
+
+    def _hold_advice(self, findings: list[Finding], taken_at: str) -> None:
+        """Remember the num_workers each trainer was told, when it changed and why (the rules keep
+        it while the evidence stays within its noise)."""
+        for finding in findings:
+            evidence = finding.evidence
+            trainer, workers = evidence.get("trainer_pid"), evidence.get("suggested_workers")
+            if finding.id != "input-bound" or trainer is None or workers is None:
+                continue
+            before = self._advice.get(trainer)
+            if before is None or before.workers != workers:
+                previous = before.workers if before is not None else None
+                self._advice[trainer] = ShownAdvice(workers, taken_at, previous, evidence.get("change_reason"))
 
     def report(self) -> Snapshot:
         """The window as one Snapshot, its findings judged over the whole window (not held)."""
