@@ -48,8 +48,7 @@ def _data_wait(latest: Snapshot, settings: Settings) -> list[Pending]:
         found.append(
             Pending(
                 "input-bound",
-                f"{settings.min_stack_samples} stack samples of trainer {loader.trainer_pid} to"
-                f" measure its data wait (has {have})",
+                f"{settings.min_stack_samples} stack samples of trainer {loader.trainer_pid} (has {have})",
                 round(ready, 1),
             )  # fmt: skip
         )
