@@ -64,10 +64,8 @@ def load(name: str):
 
 def recorded_app(name: str):
     from dltop.tui.app import DltopApp
-    from dltop.tui.source import RecordedSource
 
-    source = RecordedSource([load(name)])
-    return DltopApp(lambda: source, interval=3600)
+    return DltopApp(first=load(name))
 
 
 async def shoot(shot: str, recording: str, keys: tuple, size: tuple) -> None:
