@@ -16,6 +16,7 @@ flags and their values — and whatever may be a secret becomes ``REDACTED``:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -77,8 +78,15 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 
 def redact_command(argv: list[str]) -> str:
-    """The command line to show or publish: ``argv`` redacted, joined by spaces."""
-    return " ".join(redact_argv(argv))
+    """The command line to show or publish: ``argv`` redacted, joined by spaces. Worked out once per
+    distinct command line (~0.2 ms each): a job's workers share their trainer's, and a collector
+    asks for every process every tick."""
+    return _redacted(tuple(argv))
+
+
+@functools.lru_cache(maxsize=1024)
+def _redacted(argv: tuple[str, ...]) -> str:
+    return " ".join(redact_argv(list(argv)))
 
 
 def is_secret_name(name: str) -> bool:
