@@ -238,6 +238,18 @@ def test_node_watcher_splits_the_stack_budget_and_drops_exited_jobs(monkeypatch)
     assert series(scrape(state), "dltop_jobs")[0].value == 1
 
 
+def test_a_job_whose_stack_sampling_breaks_counts_as_one_failed_collection(monkeypatch):
+    monkeypatch.setattr(node, "find_jobs", lambda holders, discovery, skip: [SimpleNamespace(root_pid=300)])
+    loop = FakeLoop(300, ticks=10)
+    watcher = node.NodeWatcher(gpu=GpuSampler(module_name="dltop_tests_no_such_module"), loop_factory={300: loop}.get)
+    statuses = ["ok", "error: py-spy failed", "error: py-spy failed", "ok", "denied"]
+    counted = []
+    for status in statuses:
+        loop.snap = dataclasses.replace(loop.snap, stacks_status=status)
+        counted.append(dict(watcher.step().failures))
+    assert counted == [{}, {300: "stacks: error: py-spy failed"}, {}, {}, {300: "stacks: denied"}]  # once a break
+
+
 # -- where a trainer runs: torchrun's variables and a Kubernetes pod ------------------------------
 
 POD_UID = "pod0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0"

@@ -231,6 +231,16 @@ def test_a_client_that_connects_and_says_nothing_does_not_stall_scrapes(exporter
         assert time.monotonic() - started < 5
 
 
+def test_plain_http_drops_a_client_that_sends_nothing(exporter, monkeypatch):
+    """Without a web config too: a silent connection would hold one of the root daemon's threads for ever."""
+    monkeypatch.setattr(server_module._QuietHandler, "timeout", 1.0)
+    port = exporter("")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as silent:
+        started = time.monotonic()
+        assert silent.recv(1) == b""  # closed by the server
+        assert time.monotonic() - started < 5
+
+
 def served_certificate(port: int, pki: Path) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
         with client(pki).wrap_socket(raw, server_hostname="127.0.0.1") as connection:

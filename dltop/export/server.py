@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Optional, Protocol, cast
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import bcrypt
-from prometheus_client import CollectorRegistry, make_wsgi_app, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.process_collector import ProcessCollector
 
@@ -70,19 +70,18 @@ def serve(
 ) -> MetricsServer:
     """Serve /metrics on a daemon thread; returns the server (``server_address`` has the port
     bound, so port 0 picks a free one; ``shutdown()`` stops it). Without a web config, plain HTTP
-    as prometheus-client serves it; with one, its TLS, basic auth and headers. A port in use, an
-    address not on this machine or a certificate that cannot be loaded is one line, not a traceback."""
+    as prometheus-client serves it (with a timeout on a client that sends nothing: it would hold a
+    thread for ever); with one, its TLS, basic auth and headers. A port in use, an address not on
+    this machine or a certificate that cannot be loaded is one line, not a traceback."""
+    app = make_wsgi_app(registry)
     try:
-        if web_config is None:
-            plain: WSGIServer = start_http_server(port, addr=address, registry=registry)[0]
-            return plain
-        server = _bind(address, port, _Access(make_wsgi_app(registry), web_config))
+        server = _bind(address, port, app if web_config is None else _Access(app, web_config))
     except OSError as error:  # EADDRINUSE, EADDRNOTAVAIL, EACCES; socket.gaierror for a bad name
         hint = ""
         if error.errno == errno.EACCES and 0 < port < PRIVILEGED_BELOW:
             hint = f" (ports below {PRIVILEGED_BELOW} need root or CAP_NET_BIND_SERVICE: use --port 9488, the default)"
         raise DltopError(f"cannot listen on {address}:{port}: {error.strerror or error}{hint}") from None
-    if web_config.tls is not None:
+    if web_config is not None and web_config.tls is not None:
         try:
             server.use_tls(web_config.tls)
         except DltopError:

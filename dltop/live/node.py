@@ -60,7 +60,8 @@ class NodeWatcher:
         self._loop_factory = loop_factory or self._open
         self._discovery = Discovery()
         self._discovered_at: Optional[float] = None
-        self.loops: dict = {}  # root pid -> LiveLoop
+        self.loops: dict[int, LiveLoop] = {}  # root pid -> its live loop
+        self._stacks_status: dict[int, str] = {}  # root pid -> its stack sampling's last status
 
     def _open(self, pid: int) -> LiveLoop:
         from dltop.collect.collector import Collector
@@ -84,6 +85,7 @@ class NodeWatcher:
                 self._drop(root, tick)
                 continue
             tick.snapshots.append(snap)
+            self._note_stacks(root, snap.stacks_status, tick)
             if snap.job.state == "exited":
                 self._drop(root, tick)
         tick.took_s = self._clock() - now
@@ -108,7 +110,15 @@ class NodeWatcher:
                 continue
             tick.started.append(tree.root_pid)
 
+    def _note_stacks(self, root: int, status: str, tick: NodeTick) -> None:
+        """A job whose stack sampling broke (py-spy denied, failing, missing) is a failed collection,
+        counted once each time it breaks: its figures still come, its data wait and hangs do not."""
+        if status not in ("ok", "off") and self._stacks_status.get(root) != status:
+            tick.failures[root] = f"stacks: {status}"
+        self._stacks_status[root] = status
+
     def _drop(self, root: int, tick: NodeTick) -> None:
+        self._stacks_status.pop(root, None)
         self.loops.pop(root).close()
         tick.ended.append(root)
 

@@ -1,0 +1,1115 @@
+"""Soak of `dltop exporter` under load and churn (run by hand; tests/test_exporter_soak.py is the
+short form CI runs): it must hold for hours on a shared node, as root.
+
+Two real exporters (``python -m dltop exporter --interval 1 --discover-every 1``, each in a session
+of its own) follow the same churn of real training jobs (tests/jobs/train.py, one DataLoader worker,
+persistent): a job starts every ``--churn-s`` seconds (give or take 30 %), cycling through
+
+* finish      runs a few hundred batches (``--epochs 1``) and exits by itself;
+* kill        runs until its process group gets SIGKILL, 2-10 s after torch loaded: its /proc
+              vanishes at a random moment, often in the middle of a pass that reads it;
+* blip        one batch and out: it exits within a tick or two of being discovered;
+* kill-early  SIGKILL at a random moment within two passes of torch loading: before, during or
+              just after the exporter attaches to it (discovery, the first py-spy dump).
+
+Exporter A samples stacks with the real py-spy and Austin; exporter B has ``DLTOP_PY_SPY`` and
+``DLTOP_AUSTIN`` pointing at /bin/false, so every sampler run it starts fails. Meanwhile
+``--scrapers`` threads scrape both as fast as a busy Prometheus would (urllib), an observer per
+exporter scrapes and parses every half second, one slow scraper reads the answer a few bytes at a
+time through a small receive window (bounded: cut after a few seconds), and one client connects
+and says nothing for ``--silent-s`` (is it ever closed by the exporter? reported, not checked).
+
+Measured from outside, before (after a warm-up job came and went, no soak job alive) and after
+(every soak job gone, scrapers stopped, a few passes later): the exporter's RSS, threads and open
+fds (psutil, medians of five readings); series on /metrics (lines not starting with #);
+``dltop_collection_failures_total``; every scrape's latency against
+``dltop_collection_duration_seconds`` (one pass); how long an exited job's series outlive it; and,
+at the end, any py-spy/austin left behind (a child of an exporter, or one aimed at a soak job).
+
+The exporters follow every job on the node: jobs of others (shown as "foreign") are left out of
+the soak's series checks, and the thread/fd bounds widen by what a followed job legitimately holds
+when their number changed between before and after. pid_max may be small (32768): a soak job's pid
+that a later process took is recognised (its process started after the job ended) and not blamed.
+
+    python tests/perf/soak_exporter.py                 # 10 minutes
+    python tests/perf/soak_exporter.py --minutes 2 --churn-s 3
+
+Prints a table of the figures and the checks; exits 1 if a check failed (2 if the soak could not
+run). Every loop is bounded; every process it started is killed in ``finally``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.support import TRAIN, Job, group_alive  # noqa: E402
+
+KINDS = ("finish", "kill", "blip", "kill-early")
+JOB_ARGS = ("--workers", "1", "--persistent", "--step-ms", "20")
+FAILING = {"DLTOP_PY_SPY": "/bin/false", "DLTOP_AUSTIN": "/bin/false"}
+SAMPLERS = ("py-spy", "austin")
+JOB_LIMIT_S = 90.0  # a soak job still alive after this is killed (bounded, whatever it does)
+OBSERVE_EVERY_S = 0.5
+SCRAPE_TIMEOUT_S = 30.0
+THREADS_PER_JOB = 2  # a followed job holds its exit watcher's and its start-up watcher's thread
+FDS_PER_JOB = 8  # and pidfds, a wake pipe, trainer log fds
+RSS_PER_JOB_MB = 5.0  # and its window of Snapshots
+PID_LABEL = re.compile(r'[{,](job_pid|trainer_pid|pid)="(\d+)"')
+JOB_PID = re.compile(r'[{,]job_pid="(\d+)"')
+STACKS = re.compile(r'stacks_status="([^"]*)"')
+
+
+class SoakError(RuntimeError):
+    """The soak itself could not go on (an exporter that never started, a job that never loaded torch)."""
+
+
+@dataclass
+class Options:
+    minutes: float = 10.0
+    churn_s: float = 3.0
+    interval_s: float = 1.0
+    scrapers: int = 3  # concurrent fast scrapers
+    max_alive: int = 4  # soak jobs alive at once, at most (a start is skipped beyond)
+    seed: int = 0
+    rss_margin_mb: float = 30.0
+    thread_margin: int = 2
+    fd_margin: int = 4
+    scrape_floor_s: float = 2.0  # scrape p99 <= max(this, scrape_passes x the slowest pass)
+    scrape_passes: float = 3.0
+    gone_passes: float = 3.0  # an exited job's series are gone within this many (slowest) passes
+    silent_s: float = 40.0
+    slow_bound_s: float = 6.0  # the slow scraper gives up on one answer after this
+    directory: Optional[Path] = None  # logs and job reports (a temporary one, removed, if None)
+
+
+# -- the exporters ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resources:
+    rss: int
+    threads: int
+    fds: int
+    cpu_s: float  # its own and its reaped children's (py-spy runs)
+    children: tuple  # (pid, name, status)
+
+
+class Exporter:
+    """`python -m dltop exporter` on a free port of 127.0.0.1, in a session of its own."""
+
+    def __init__(self, name: str, label: str, directory: Path, interval_s: float, env: dict) -> None:
+        self.name, self.label = name, label
+        self.log = directory / f"exporter-{name}.txt"
+        command = [
+            sys.executable, "-m", "dltop", "exporter", "--listen", "127.0.0.1", "--port", "0",
+            "--interval", f"{interval_s:g}", "--discover-every", f"{interval_s:g}",
+        ]  # fmt: skip
+        with open(self.log, "w") as stderr:
+            self.proc = subprocess.Popen(
+                command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                start_new_session=True, env=env,
+            )  # fmt: skip
+        self.process = psutil.Process(self.proc.pid)
+        self.port = 0
+        self.url = ""
+        self.stop_rc: Optional[int] = None
+        self.stop_s: Optional[float] = None
+        self.died_at: Optional[float] = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            first = self.log.read_text().partition("\n")[0]  # its stderr's first line names the port
+            found = re.search(r"127\.0\.0\.1:(\d+)/metrics", first)
+            if found:
+                self.port = int(found.group(1))
+                self.url = f"http://127.0.0.1:{self.port}/metrics"
+                return
+            if self.proc.poll() is not None:
+                raise SoakError(f"exporter {self.name} exited with {self.proc.returncode}: {self.tail()}")
+            if time.monotonic() > deadline:
+                raise SoakError(f"exporter {self.name} named no port within {timeout_s:.0f} s: {self.tail()}")
+            time.sleep(0.1)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def resources(self) -> Optional[Resources]:
+        try:
+            with self.process.oneshot():
+                rss = self.process.memory_info().rss
+                threads = self.process.num_threads()
+                fds = self.process.num_fds()
+                cpu = self.process.cpu_times()
+            children = []
+            for child in self.process.children():
+                try:
+                    children.append((child.pid, child.name(), child.status()))
+                except psutil.Error:
+                    continue
+        except psutil.Error:
+            return None
+        cpu_s = cpu.user + cpu.system + cpu.children_user + cpu.children_system
+        return Resources(rss, threads, fds, cpu_s, tuple(children))
+
+    def stop(self, timeout_s: float = 20.0) -> Optional[int]:
+        """SIGTERM, as systemd and Kubernetes stop it: its exit status (None if it had to be killed)."""
+        if not self.alive():
+            self.stop_rc = self.proc.returncode
+            return self.stop_rc
+        began = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.stop_rc = self.proc.wait(timeout=timeout_s)
+            self.stop_s = time.monotonic() - began
+        except subprocess.TimeoutExpired:
+            self.kill()
+        return self.stop_rc
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its py-spy runs are in its process group
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+# -- what /metrics says ----------------------------------------------------------------------------
+
+
+@dataclass
+class Exposition:
+    series: int = 0  # lines not starting with #
+    node_series: int = 0  # of them, those without a job_pid label (the exporter's own, GPUs)
+    job_series: dict = field(default_factory=dict)  # job pid -> its series
+    pids: set = field(default_factory=set)  # every pid a job_pid, trainer_pid or pid label names
+    stacks: dict = field(default_factory=dict)  # job pid -> stacks_status of dltop_job_info
+    failures: Optional[float] = None  # dltop_collection_failures_total
+    pass_s: Optional[float] = None  # dltop_collection_duration_seconds
+    collected_at: Optional[float] = None  # dltop_last_collection_timestamp_seconds
+
+
+def parse(text: str) -> Exposition:
+    found = Exposition()
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        found.series += 1
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        job = JOB_PID.search(line)
+        if job is None:
+            found.node_series += 1
+        else:
+            pid = int(job.group(1))
+            found.job_series[pid] = found.job_series.get(pid, 0) + 1
+            if name == "dltop_job_info" and (status := STACKS.search(line)):
+                found.stacks[pid] = status.group(1)
+        found.pids.update(int(m.group(2)) for m in PID_LABEL.finditer(line))
+        value = line.rsplit(" ", 1)[-1]
+        if name == "dltop_collection_failures_total":
+            found.failures = float(value)
+        elif name == "dltop_collection_duration_seconds":
+            found.pass_s = float(value)
+        elif name == "dltop_last_collection_timestamp_seconds":
+            found.collected_at = float(value)
+    return found
+
+
+@dataclass
+class Observation:
+    exporter: str
+    at: float  # monotonic, when the request was sent (the view it read is at least as new)
+    phase: str
+    expo: Exposition
+    reused: set  # soak-job pids in it that a newer process has taken since (not the job's series)
+
+
+@dataclass
+class Scrape:
+    exporter: str
+    phase: str
+    seconds: float
+    error: str = ""
+
+
+@dataclass
+class SlowScrape:
+    exporter: str
+    seconds: float
+    received: int
+    complete: bool
+    error: str = ""
+
+
+def scrape(url: str) -> tuple:
+    """(body, seconds) of one GET, as Prometheus makes it."""
+    began = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
+        body = response.read().decode()
+    return body, time.perf_counter() - began
+
+
+def slow_scrape(name: str, port: int, chunk: int, pause_s: float, bound_s: float) -> SlowScrape:
+    """One scrape read ``chunk`` bytes at a time: a raw socket with a small receive window (urllib
+    would take the answer 8 KB at a time, and the kernel's default window all of it at once), so
+    the exporter's thread waits on this reader until it has read everything or gives up."""
+    began = time.monotonic()
+    received, complete, error = 0, False, ""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        while time.monotonic() - began < bound_s:
+            data = sock.recv(chunk)
+            if not data:
+                complete = True
+                break
+            received += len(data)
+            time.sleep(pause_s)
+    except OSError as problem:
+        error = str(problem)
+    finally:
+        sock.close()
+    return SlowScrape(name, time.monotonic() - began, received, complete, error)
+
+
+# -- the jobs ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class SoakJob:
+    kind: str
+    job: Job
+    started_at: float
+    torch_at: Optional[float] = None  # when libtorch showed in its maps
+    kill_at: Optional[float] = None
+    killed_at: Optional[float] = None
+    ended_at: Optional[float] = None  # its process group is gone (monotonic)
+    ended_wall: Optional[float] = None
+    exit_code: Optional[int] = None
+
+    @property
+    def pid(self) -> int:
+        return self.job.pid
+
+    def pids(self) -> set:
+        """Its trainer and every worker it recorded."""
+        return {self.pid} | {r["pid"] for kind in ("trainer", "worker") for r in self.job.records(kind)}
+
+
+def torch_loaded(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as maps:
+            return b"libtorch" in maps.read()
+    except OSError:
+        return False
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def started_after(pid: int, wall: float) -> bool:
+    """A process now holds ``pid`` that started after ``wall`` (the pid was reused)."""
+    try:
+        return psutil.Process(pid).create_time() > wall - 0.02
+    except psutil.Error:
+        return False
+
+
+# -- the figures -------------------------------------------------------------------------------------
+
+
+def pct(values: list, q: float) -> float:
+    """Nearest-rank percentile (nan for none)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+def median(values: list) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+@dataclass
+class Baseline:
+    rss: float
+    threads: float
+    fds: float
+    cpu_s: float
+    node_series: int
+    series: int
+    our_series: int
+    foreign: frozenset  # pids of the jobs of others it follows
+    failures: float
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Result:
+    options: Options
+    rows: list  # (figure, A, B)
+    checks: list  # Check
+    notes: list  # lines
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+class Soak:
+    def __init__(self, options: Options, directory: Path, say: Callable[[str], None]) -> None:
+        self.o = options
+        self.dir = directory
+        self.say = say
+        self.rng = random.Random(options.seed)
+        self.exporters: list = []
+        self.jobs: list = []
+        self.skipped = 0
+        self.phase = "start"
+        self.lock = threading.Lock()
+        self.latest: dict = {}  # exporter name -> newest Observation
+        self.observations: list = []
+        self.scrapes: list = []
+        self.slow: list = []
+        self.resources: list = []  # (at, exporter name, phase, Resources)
+        self.gone_wall: dict = {}  # pid of a soak job that ended -> when (time.time())
+        self.silent: dict = {}  # what the silent client saw
+        self.threads: list = []
+        self.watching = threading.Event()  # set: observers and the monitor stop
+        self.scraping = threading.Event()  # set: scrapers stop
+        self.churn_began = self.churn_ended = 0.0
+
+    # -- threads -------------------------------------------------------------------------------
+
+    def _thread(self, target: Callable, *args: object) -> threading.Thread:
+        thread = threading.Thread(target=target, args=args, daemon=True, name=f"soak-{target.__name__}")
+        thread.start()
+        self.threads.append(thread)
+        return thread
+
+    def _observe(self, exporter: Exporter) -> None:
+        while not self.watching.wait(OBSERVE_EVERY_S):
+            at, phase = time.monotonic(), self.phase
+            try:
+                body, seconds = scrape(exporter.url)
+            except OSError as problem:
+                self.scrapes.append(Scrape(exporter.name, phase, math.nan, f"observer: {problem}"))
+                continue
+            self.scrapes.append(Scrape(exporter.name, phase, seconds))
+            expo = parse(body)
+            with self.lock:
+                gone = dict(self.gone_wall)
+            reused = {pid for pid in expo.pids if pid in gone and started_after(pid, gone[pid])}
+            observation = Observation(exporter.name, at, phase, expo, reused)
+            with self.lock:
+                self.observations.append(observation)
+                self.latest[exporter.name] = observation
+
+    def _monitor(self) -> None:
+        while not self.watching.wait(1.0):
+            for exporter in self.exporters:
+                found = exporter.resources()
+                if found is not None:
+                    self.resources.append((time.monotonic(), exporter.name, self.phase, found))
+                if exporter.died_at is None and not exporter.alive():
+                    exporter.died_at = time.monotonic()
+
+    def _scrape_fast(self, index: int) -> None:
+        rng = random.Random(self.o.seed * 1000 + index)
+        turn = index
+        while not self.scraping.wait(rng.uniform(0.05, 0.3)):
+            exporter = self.exporters[turn % len(self.exporters)]
+            turn += 1
+            try:
+                _, seconds = scrape(exporter.url)
+            except OSError as problem:
+                self.scrapes.append(Scrape(exporter.name, self.phase, math.nan, str(problem)))
+                continue
+            self.scrapes.append(Scrape(exporter.name, self.phase, seconds))
+
+    def _scrape_slow(self) -> None:
+        rng = random.Random(self.o.seed + 7)
+        turn = 0
+        while not self.scraping.wait(0.5):
+            exporter = self.exporters[turn % len(self.exporters)]
+            turn += 1
+            chunk, pause = rng.choice((16, 64, 256)), rng.uniform(0.005, 0.03)
+            self.slow.append(slow_scrape(exporter.name, exporter.port, chunk, pause, self.o.slow_bound_s))
+
+    def _hold_silent(self, exporter: Exporter) -> None:
+        """Connect and say nothing: does the exporter ever hang up (a thread per such client)?"""
+        began = time.monotonic()
+        self.silent.update(exporter=exporter.name, closed_after=None, held_s=0.0)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.connect(("127.0.0.1", exporter.port))
+            sock.settimeout(0.5)
+            while time.monotonic() - began < self.o.silent_s and not self.scraping.is_set():
+                try:
+                    data = sock.recv(1024)
+                except socket.timeout:
+                    continue
+                self.silent["closed_after"] = time.monotonic() - began  # b"" (closed) or an answer
+                self.silent["answer"] = data[:40].decode(errors="replace")
+                break
+        except OSError as problem:
+            self.silent["closed_after"] = time.monotonic() - began
+            self.silent["answer"] = str(problem)
+        finally:
+            sock.close()
+            self.silent["held_s"] = time.monotonic() - began
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    def _start_job(self, kind: str) -> SoakJob:
+        """One of KINDS, or "warm-up" (runs until killed by hand)."""
+        report = self.dir / f"job-{len(self.jobs):04d}-{kind}"
+        report.mkdir()
+        epochs = ("--epochs", "1") if kind in ("finish", "blip") else ("--epochs", "0")
+        batches = ("--batches", "1") if kind == "blip" else ("--batches", str(self.rng.randint(150, 400)))
+        command = [sys.executable, str(TRAIN), "--report", str(report), *JOB_ARGS, *epochs, *batches]
+        with open(report / "stderr.txt", "w") as stderr:
+            proc = subprocess.Popen(
+                command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                start_new_session=True,
+            )  # fmt: skip
+        job = SoakJob(kind, Job(proc, report), time.monotonic())
+        self.jobs.append(job)
+        return job
+
+    def _tend(self, job: SoakJob, now: float) -> None:
+        """Kill it when its time comes; note when its whole process group is gone."""
+        if job.ended_at is not None:
+            return
+        if job.kind.startswith("kill") and job.torch_at is None and torch_loaded(job.pid):
+            job.torch_at = now
+            passes = self.o.interval_s
+            delay = self.rng.uniform(2.0, 10.0) if job.kind == "kill" else self.rng.uniform(0.0, 2 * passes)
+            job.kill_at = now + delay
+        overdue = job.kind in KINDS and now - job.started_at > JOB_LIMIT_S
+        if job.killed_at is None and ((job.kill_at is not None and now >= job.kill_at) or overdue):
+            kill_group(job.pid)
+            job.killed_at = now
+        if job.job.proc.poll() is not None and not group_alive(job.pid):
+            job.ended_at, job.ended_wall, job.exit_code = now, time.time(), job.job.proc.returncode
+            pids = job.pids()
+            with self.lock:
+                for pid in pids:
+                    self.gone_wall[pid] = job.ended_wall
+
+    def _tend_all(self) -> None:
+        now = time.monotonic()
+        for job in self.jobs:
+            self._tend(job, now)
+
+    def _alive_jobs(self) -> list:
+        return [j for j in self.jobs if j.ended_at is None]
+
+    def _check_exporters(self) -> None:
+        for exporter in self.exporters:
+            if not exporter.alive():
+                raise SoakError(f"exporter {exporter.name} died (rc {exporter.proc.returncode}): {exporter.tail()}")
+
+    def _wait(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            self._check_exporters()
+            self._tend_all()
+            if time.monotonic() > deadline:
+                raise SoakError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+            time.sleep(0.1)
+
+    def _fresh(self, since: float) -> dict:
+        """The newest Observation of every exporter, if each is newer than ``since``."""
+        with self.lock:
+            latest = dict(self.latest)
+        if len(latest) < len(self.exporters) or any(o.at < since for o in latest.values()):
+            return {}
+        return latest
+
+    def _seen_by_all(self, pid: int) -> bool:
+        latest = self._fresh(0.0)
+        return bool(latest) and all(pid in o.expo.job_series for o in latest.values())
+
+    def _none_of_ours(self, since: float) -> bool:
+        latest = self._fresh(since)
+        ours = {j.pid for j in self.jobs}
+        return bool(latest) and all(not (set(o.expo.job_series) - o.reused) & ours for o in latest.values())
+
+    # -- phases --------------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        try:
+            return self._run()
+        finally:
+            self.scraping.set()
+            self.watching.set()
+            for job in self.jobs:
+                kill_group(job.pid)
+            for job in self.jobs:
+                try:
+                    job.job.stop()
+                except Exception as problem:  # noqa: BLE001 - go on killing the rest
+                    self.say(f"could not stop job {job.pid}: {problem}")
+            for exporter in self.exporters:
+                exporter.kill()
+            for thread in self.threads:
+                thread.join(timeout=SCRAPE_TIMEOUT_S + 5)
+
+    def _run(self) -> Result:
+        o = self.o
+        plain = {k: v for k, v in os.environ.items() if k not in FAILING}
+        self.exporters = [
+            Exporter("A", "A: py-spy, Austin", self.dir, o.interval_s, plain),
+            Exporter("B", "B: samplers fail", self.dir, o.interval_s, {**plain, **FAILING}),
+        ]
+        for exporter in self.exporters:
+            exporter.wait_ready()
+        cold = {e.name: e.resources() for e in self.exporters}
+        for exporter in self.exporters:
+            self._thread(self._observe, exporter)
+        self._thread(self._monitor)
+
+        # warm-up: one job followed and gone, so that what the first job loads is in the baseline
+        self.phase = "warm-up"
+        self.say("warm-up: one job, followed by both exporters, then killed")
+        warm = self._start_job("warm-up")
+        self._wait(lambda: self._seen_by_all(warm.pid), 180, "both exporters to follow the warm-up job")
+        time.sleep(5 * o.interval_s)
+        kill_group(warm.pid)
+        self._wait(lambda: warm.ended_at is not None, 30, "the warm-up job to end")
+        since = time.monotonic()
+        self._wait(lambda: self._none_of_ours(since), 30, "the warm-up job's series to go")
+        time.sleep(3 * o.interval_s)
+        before = self._baseline("before")
+
+        # churn, scraped all along
+        self.phase = "churn"
+        self.say(f"churn: a job every ~{o.churn_s:g} s for {o.minutes:g} min, scraped by {o.scrapers}+2 clients")
+        for index in range(o.scrapers):
+            self._thread(self._scrape_fast, index)
+        self._thread(self._scrape_slow)
+        self._thread(self._hold_silent, self.exporters[0])
+        self.churn_began = time.monotonic()
+        cpu_began = {e.name: e.resources() for e in self.exporters}
+        end = self.churn_began + o.minutes * 60
+        next_start, turn = self.churn_began, 0
+        while (now := time.monotonic()) < end:
+            self._check_exporters()
+            if now >= next_start:
+                next_start = now + o.churn_s * self.rng.uniform(0.7, 1.3)
+                if len(self._alive_jobs()) < o.max_alive:
+                    self._start_job(KINDS[turn % len(KINDS)])
+                    turn += 1
+                else:
+                    self.skipped += 1
+            self._tend_all()
+            time.sleep(0.1)
+        self.churn_ended = time.monotonic()
+        cpu_ended = {e.name: e.resources() for e in self.exporters}
+
+        # wind down: the jobs still running are killed (their /proc vanishes too), scrapers stop
+        self.phase = "wind-down"
+        for job in self._alive_jobs():
+            kill_group(job.pid)
+            job.killed_at = job.killed_at or time.monotonic()
+        self._wait(lambda: not self._alive_jobs(), 60, "every soak job to end")
+        self.scraping.set()
+        for thread in self.threads:
+            if thread.name.startswith(("soak-_scrape", "soak-_hold")):
+                thread.join(timeout=SCRAPE_TIMEOUT_S + 5)
+        since = time.monotonic()
+        gone_limit = 10 * max(o.interval_s, self._slowest_pass())
+        try:
+            self._wait(lambda: self._none_of_ours(since), gone_limit + 5, "the soak jobs' series to go")
+        except SoakError as problem:
+            self.say(str(problem))  # the checks below say which series stayed
+        time.sleep(3 * o.interval_s)
+        after = self._baseline("after")
+        self.phase = "end"
+        leftovers = self._leftover_samplers()
+        now_held = {e.name: e.resources() for e in self.exporters}
+        children = {name: len(found.children) if found else -1 for name, found in now_held.items()}
+        final = self._fresh(time.monotonic())
+        deadline = time.monotonic() + 10
+        while not final and time.monotonic() < deadline:
+            time.sleep(0.1)
+            final = self._fresh(deadline - 10)
+        self.watching.set()
+        for thread in self.threads:
+            thread.join(timeout=SCRAPE_TIMEOUT_S + 5)
+        for exporter in self.exporters:
+            exporter.stop()
+        orphans = self._orphans()
+        return self._result(cold, before, after, cpu_began, cpu_ended, leftovers, final, children, orphans)
+
+    def _baseline(self, phase: str) -> dict:
+        """Per exporter: medians of five readings half a second apart, with the newest exposition."""
+        self.phase = phase
+        readings: dict = {e.name: [] for e in self.exporters}
+        for _ in range(5):
+            for exporter in self.exporters:
+                found = exporter.resources()
+                if found is not None:
+                    readings[exporter.name].append(found)
+            time.sleep(0.5)
+        self._check_exporters()
+        since = time.monotonic()
+        self._wait(lambda: bool(self._fresh(since)), 30, "a scrape of each exporter")
+        latest = self._fresh(since)
+        ours = {j.pid for j in self.jobs}
+        result = {}
+        for exporter in self.exporters:
+            taken, expo = readings[exporter.name], latest[exporter.name].expo
+            mine = set(expo.job_series) - latest[exporter.name].reused
+            result[exporter.name] = Baseline(
+                rss=median([r.rss for r in taken]),
+                threads=median([r.threads for r in taken]),
+                fds=median([r.fds for r in taken]),
+                cpu_s=taken[-1].cpu_s if taken else math.nan,
+                node_series=expo.node_series,
+                series=expo.series,
+                our_series=sum(n for pid, n in expo.job_series.items() if pid in ours and pid in mine),
+                foreign=frozenset(set(expo.job_series) - ours),
+                failures=expo.failures if expo.failures is not None else math.nan,
+            )
+        return result
+
+    def _sampler_scan(self) -> dict:
+        """(pid, start) -> (what, stale, group) of every process in an exporter's process group (its
+        py-spy and Austin runs, even once orphaned) and of any py-spy/Austin aimed at a soak job.
+        Stale: a zombie, or aimed at a soak job or at a process that is gone. The exporters follow
+        jobs of others too: a run aimed at one of those, alive, is not stale."""
+        groups = {e.pid for e in self.exporters}
+        ours: set = set()
+        for job in self.jobs:
+            ours |= job.pids()
+        with self.lock:
+            gone = dict(self.gone_wall)
+        found = {}
+        for process in psutil.process_iter(["pid", "ppid", "name", "cmdline", "status", "create_time"]):
+            info = process.info
+            if info["pid"] in groups:
+                continue
+            try:
+                group = os.getpgid(info["pid"])
+            except OSError:
+                continue
+            command = info["cmdline"] or []
+            programs = {Path(part).name for part in command[:3]} | {info["name"]}
+            targets = {
+                int(command[i + 1])
+                for i, part in enumerate(command[:-1])
+                if part in ("--pid", "-p", "-w") and command[i + 1].isdigit()
+            }
+            aimed_at_ours = {t for t in targets & ours if not (t in gone and started_after(t, gone[t]))}
+            if group not in groups and not (programs & set(SAMPLERS) and aimed_at_ours):
+                continue
+            target_gone = bool(targets) and not any(psutil.pid_exists(t) for t in targets)
+            stale = info["status"] == psutil.STATUS_ZOMBIE or bool(aimed_at_ours) or target_gone
+            what = " ".join(command)[:100] or info["name"]
+            found[(info["pid"], info["create_time"])] = (
+                f"{info['pid']} {what} ({info['status']}, parent {info['ppid']}, group {group})",
+                stale,
+                group,
+            )
+        return found
+
+    def _leftover_samplers(self) -> list:
+        """Stale sampler processes still there a few passes later (a zombie between two ticks, or a
+        run the next tick stops, is not left behind)."""
+        first = self._sampler_scan()
+        time.sleep(3 * max(self.o.interval_s, self._slowest_pass()))
+        second = self._sampler_scan()
+        return [what for key, (what, stale, _) in second.items() if stale and key in first]
+
+    def _orphans(self) -> list:
+        """Anything left of the exporters' process groups once they exited on SIGTERM."""
+        time.sleep(1.0)
+        groups = {e.pid for e in self.exporters}
+        return [what for what, _, group in self._sampler_scan().values() if group in groups]
+
+    def _slowest_pass(self, phase: Optional[str] = None) -> float:
+        passes = self._passes(phase)
+        return max((s for per in passes.values() for s in per), default=0.0)
+
+    def _passes(self, phase: Optional[str] = None) -> dict:
+        """exporter -> [duration of each distinct pass seen]."""
+        seen: dict = {}
+        with self.lock:
+            observations = list(self.observations)
+        for obs in observations:
+            expo = obs.expo
+            if (phase is None or obs.phase == phase) and expo.collected_at is not None and expo.pass_s is not None:
+                seen[(obs.exporter, expo.collected_at)] = expo.pass_s
+        out: dict = {e.name: [] for e in self.exporters}
+        for (name, _), seconds in seen.items():
+            out[name].append(seconds)
+        return out
+
+    # -- figures and checks --------------------------------------------------------------------
+
+    def _result(self, cold, before, after, cpu_began, cpu_ended, leftovers, final, children, orphans) -> Result:
+        o = self.o
+        names = [e.name for e in self.exporters]
+        rows: list = []
+        checks: list = []
+        notes: list = []
+        mb = 1 << 20
+
+        def row(figure: str, values: Callable[[str], object]) -> None:
+            rows.append((figure, *[str(values(n)) for n in names]))
+
+        observations = list(self.observations)
+        ours = {j.pid for j in self.jobs}
+        churned = [j for j in self.jobs if j.started_at >= self.churn_began]
+        kinds = {k: sum(1 for j in churned if j.kind == k) for k in KINDS}
+        followed = {n: set() for n in names}
+        stacks: dict = {n: {} for n in names}
+        for obs in observations:
+            for pid in (set(obs.expo.job_series) & ours) - obs.reused:
+                followed[obs.exporter].add(pid)
+                if pid in obs.expo.stacks:
+                    stacks[obs.exporter].setdefault(pid, set()).add(obs.expo.stacks[pid])
+        foreign = {n: set() for n in names}
+        for obs in observations:
+            foreign[obs.exporter] |= set(obs.expo.job_series) - ours
+        churn_s = max(1e-9, self.churn_ended - self.churn_began)
+
+        rows.append(("jobs started in the churn", *[", ".join(f"{k} {v}" for k, v in kinds.items())] * len(names)))
+        rows.append(("starts skipped (max alive reached)", *[str(self.skipped)] * len(names)))
+        row("soak jobs followed (of all started)", lambda n: f"{len(followed[n])} of {len(self.jobs)}")
+        row(
+            "foreign jobs seen (at before / at after)",
+            lambda n: f"{len(foreign[n])} ({len(before[n].foreign)} / {len(after[n].foreign)})",
+        )
+        trend = {n: [r.rss for _, e, p, r in self.resources if e == n and p == "churn"] for n in names}
+        row(
+            "RSS MB over the churn: 0 / 25 / 50 / 75 / 100 %",
+            lambda n: (
+                " / ".join(_mb(trend[n][min(len(trend[n]) - 1, q * len(trend[n]) // 4)]) for q in range(5))
+                if trend[n]
+                else "?"
+            ),
+        )
+        row("RSS MB: cold / before / max churn / after",
+            lambda n: f"{_mb(cold[n].rss if cold[n] else math.nan)} / {_mb(before[n].rss)} / "
+                      f"{_mb(max((r.rss for _, e, p, r in self.resources if e == n and p == 'churn'), default=0))}"
+                      f" / {_mb(after[n].rss)}")  # fmt: skip
+        row("threads: before / max churn / after",
+            lambda n: f"{before[n].threads:g} / "
+                      f"{max((r.threads for _, e, p, r in self.resources if e == n and p == 'churn'), default=0)}"
+                      f" / {after[n].threads:g}")  # fmt: skip
+        row("open fds: before / max churn / after",
+            lambda n: f"{before[n].fds:g} / "
+                      f"{max((r.fds for _, e, p, r in self.resources if e == n and p == 'churn'), default=0)}"
+                      f" / {after[n].fds:g}")  # fmt: skip
+        row(
+            "exporter's children (samplers): max at once / at the end",
+            lambda n: f"{max((len(r.children) for _, e, _, r in self.resources if e == n), default=0)} / {children[n]}",
+        )
+        row("CPU, share of a core in the churn (samplers incl.)",
+            lambda n: f"{(cpu_ended[n].cpu_s - cpu_began[n].cpu_s) / churn_s:.0%}"
+            if cpu_began[n] and cpu_ended[n] else "?")  # fmt: skip
+        churn_obs = {n: [obs for obs in observations if obs.exporter == n and obs.phase == "churn"] for n in names}
+        row("series: before / median churn / max churn / after",
+            lambda n: f"{before[n].series} / {median([ob.expo.series for ob in churn_obs[n]]):g} / "
+                      f"{max((ob.expo.series for ob in churn_obs[n]), default=0)} / {after[n].series}")  # fmt: skip
+        row(
+            "  of them soak jobs': median churn / after",
+            lambda n: f"{median([_ours(ob, ours) for ob in churn_obs[n]]):g} / {after[n].our_series}",
+        )
+        row("  without a job_pid (node): before / after", lambda n: f"{before[n].node_series} / {after[n].node_series}")
+        row(
+            "dltop_collection_failures_total: before / after",
+            lambda n: f"{before[n].failures:g} / {after[n].failures:g}",
+        )
+        failed_stacks = {n: {pid for pid, seen in stacks[n].items() if any(s != "ok" for s in seen)} for n in names}
+        row("soak jobs whose stacks_status was not ok", lambda n: len(failed_stacks[n]))
+        row("soak jobs with stacks_status ok", lambda n: sum(1 for seen in stacks[n].values() if "ok" in seen))
+        passes = self._passes("churn")
+        row("pass (collection_duration) p50 / p99 / max s",
+            lambda n: f"{pct(passes[n], 50):.3f} / {pct(passes[n], 99):.3f} / {pct(passes[n], 100):.3f}"
+                      f" (n={len(passes[n])})")  # fmt: skip
+        scrapes = {n: [s for s in self.scrapes if s.exporter == n and s.phase == "churn"] for n in names}
+        latencies = {n: [s.seconds for s in scrapes[n] if not s.error] for n in names}
+        errors = {n: [s.error for s in self.scrapes if s.exporter == n and s.error] for n in names}
+        row("scrape latency p50 / p99 / max s",
+            lambda n: f"{pct(latencies[n], 50):.3f} / {pct(latencies[n], 99):.3f} / {pct(latencies[n], 100):.3f}"
+                      f" (n={len(latencies[n])})")  # fmt: skip
+        row(
+            "scrapes slower than the slowest pass",
+            lambda n: sum(1 for seconds in latencies[n] if seconds > pct(passes[n], 100)),
+        )
+        row("scrape errors", lambda n: len(errors[n]))
+        slow = {n: [s for s in self.slow if s.exporter == n] for n in names}
+        row(
+            "slow scrapes: complete / cut / errors",
+            lambda n: (
+                f"{sum(s.complete for s in slow[n])} / "
+                f"{sum(not s.complete and not s.error for s in slow[n])} / {sum(bool(s.error) for s in slow[n])}"
+            ),
+        )
+
+        # how long each ended job's series outlived it
+        lags: dict = {n: [] for n in names}
+        for job in self.jobs:
+            if job.ended_at is None:
+                continue
+            for n in names:
+                late = [ob.at - job.ended_at for ob in observations
+                        if ob.exporter == n and ob.at >= job.ended_at
+                        and job.pid in ob.expo.job_series and job.pid not in ob.reused]  # fmt: skip
+                if job.pid in followed[n]:
+                    lags[n].append(max(late, default=0.0))
+        slowest = max(o.interval_s, self._slowest_pass())
+        gone_limit = o.gone_passes * slowest + OBSERVE_EVERY_S
+        row(
+            "exited job's series outlive it: median / max s",
+            lambda n: f"{median(lags[n]):.2f} / {pct(lags[n], 100):.2f} (n={len(lags[n])})",
+        )
+        row(
+            "SIGTERM: exit status, seconds",
+            lambda n: (
+                f"{_exporter(self, n).stop_rc}, "
+                f"{'?' if _exporter(self, n).stop_s is None else format(_exporter(self, n).stop_s, '.1f')}"
+            ),
+        )
+        silent = self.silent
+        if silent:
+            said = "never" if silent.get("closed_after") is None else f"after {silent['closed_after']:.1f} s"
+            notes.append(f"a silent client (connects, sends nothing) held {silent.get('held_s', 0):.0f} s on "
+                         f"exporter {silent.get('exporter')}: closed by the exporter {said}")  # fmt: skip
+
+        # checks
+        for n in names:
+            b, a = before[n], after[n]
+            exporter = _exporter(self, n)
+            checks.append(Check(f"{n}: ran throughout, SIGTERM exits 0",
+                                exporter.died_at is None and exporter.stop_rc == 0,
+                                f"died at {exporter.died_at}, exit status {exporter.stop_rc}; "
+                                f"stderr: {exporter.tail(5)!r}"))  # fmt: skip
+            # jobs of others that came or went between before and after hold or free what a job holds
+            more, fewer = len(a.foreign - b.foreign), len(b.foreign - a.foreign)
+            rss_limit = b.rss + (o.rss_margin_mb + RSS_PER_JOB_MB * more) * mb
+            checks.append(
+                Check(
+                    f"{n}: RSS after <= before + {o.rss_margin_mb:g} MB",
+                    a.rss <= rss_limit,
+                    f"{_mb(b.rss)} -> {_mb(a.rss)} MB (limit {_mb(rss_limit)})",
+                )
+            )
+            low = b.threads - o.thread_margin - THREADS_PER_JOB * fewer
+            high = b.threads + o.thread_margin + THREADS_PER_JOB * more
+            checks.append(
+                Check(
+                    f"{n}: threads back to baseline +-{o.thread_margin}",
+                    low <= a.threads <= high,
+                    f"{b.threads:g} -> {a.threads:g} (allowed {low:g}..{high:g})",
+                )
+            )
+            fd_limit = b.fds + o.fd_margin + FDS_PER_JOB * more
+            checks.append(
+                Check(
+                    f"{n}: open fds back to baseline +{o.fd_margin}",
+                    a.fds <= fd_limit,
+                    f"{b.fds:g} -> {a.fds:g} (limit {fd_limit:g})",
+                )
+            )
+            checks.append(
+                Check(
+                    f"{n}: series back to baseline, none of a soak job",
+                    a.node_series == b.node_series and a.our_series == 0,
+                    f"node series {b.node_series} -> {a.node_series}, soak jobs' {a.our_series}",
+                )
+            )
+            late = pct(lags[n], 100)
+            checks.append(
+                Check(
+                    f"{n}: an exited job's series go within {o.gone_passes:g} passes",
+                    bool(lags[n]) and late <= gone_limit,
+                    f"max {late:.2f} s over {len(lags[n])} jobs (limit {gone_limit:.2f} s)",
+                )
+            )
+            expo = final.get(n)
+            named: set = set()
+            for job in self.jobs:
+                named |= job.pids()
+            stale = sorted(((expo.expo.pids - expo.reused) & named) if expo else [])
+            checks.append(
+                Check(
+                    f"{n}: no series names an exited job's pid",
+                    expo is not None and not stale,
+                    f"pids still named: {stale[:10]}" if expo else "no final scrape",
+                )
+            )
+            slowest_n = pct(passes[n], 100)
+            limit = max(o.scrape_floor_s, o.scrape_passes * (slowest_n if not math.isnan(slowest_n) else 0))
+            p99 = pct(latencies[n], 99)
+            checks.append(Check(f"{n}: scrape p99 <= max({o.scrape_floor_s:g} s, {o.scrape_passes:g} x slowest pass)",
+                                len(latencies[n]) >= 20 and p99 <= limit and not errors[n],
+                                f"p99 {p99:.3f} s, max {pct(latencies[n], 100):.3f} s, limit {limit:.3f} s, "
+                                f"{len(latencies[n])} scrapes, errors {errors[n][:3]}"))  # fmt: skip
+        checks.append(
+            Check(
+                "no sampler left behind (a zombie, or aimed at a soak job or a gone process, passes later)",
+                not leftovers,
+                "; ".join(leftovers[:10]),
+            )
+        )
+        checks.append(
+            Check(
+                "nothing of the exporters' process groups outlives them (SIGTERM)",
+                not orphans,
+                "; ".join(orphans[:10]),
+            )
+        )
+        delta = {n: after[n].failures - before[n].failures for n in names}
+        checks.append(
+            Check(
+                "B: every sampler run fails (premise: soak jobs with stacks_status not ok)",
+                len(failed_stacks["B"]) >= 1,
+                f"{len(failed_stacks['B'])} jobs",
+            )
+        )
+        checks.append(Check("B: dltop_collection_failures_total counts the jobs whose sampling failed",
+                            delta["B"] >= max(1, len(failed_stacks["B"])),
+                            f"+{delta['B']:g} (A: +{delta['A']:g}) for {len(failed_stacks['B'])} jobs whose "
+                            f"stacks failed"))  # fmt: skip
+        checks.append(
+            Check(
+                "A: samples stacks (premise: soak jobs with stacks_status ok)",
+                sum(1 for seen in stacks["A"].values() if "ok" in seen) >= 1,
+                "",
+            )
+        )
+        wanted = max(2, int(o.minutes * 60 / o.churn_s / 3))
+        checks.append(Check(f"churn happened (>= {wanted} jobs, every kind, followed, slow scrapes)",
+                            len(churned) >= wanted and all(kinds.values())
+                            and all(len(followed[n]) >= wanted // 2 for n in names) and len(self.slow) >= 1,
+                            f"{len(churned)} jobs {kinds}, followed {[len(followed[n]) for n in names]}, "
+                            f"{len(self.slow)} slow scrapes"))  # fmt: skip
+        if leftovers or orphans:
+            notes.append("left behind: " + "; ".join(leftovers + orphans))
+        return Result(o, rows, checks, notes)
+
+
+def _mb(value: float) -> str:
+    return f"{value / (1 << 20):.1f}"
+
+
+def _ours(obs: Observation, ours: set) -> int:
+    return sum(n for pid, n in obs.expo.job_series.items() if pid in ours and pid not in obs.reused)
+
+
+def _exporter(soak: Soak, name: str) -> Exporter:
+    return next(e for e in soak.exporters if e.name == name)
+
+
+def render(result: Result) -> str:
+    o = result.options
+    header = ("figure", "A: py-spy, Austin", "B: samplers fail (/bin/false)")
+    rows = [header, *result.rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [f"dltop exporter soak: {o.minutes:g} min, a job every ~{o.churn_s:g} s, interval {o.interval_s:g} s, "
+             f"{o.scrapers} fast scrapers + 1 slow + 1 silent, seed {o.seed}"]  # fmt: skip
+    for i, r in enumerate(rows):
+        lines.append("  ".join(cell.ljust(widths[j]) for j, cell in enumerate(r)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines += ["", *result.notes, "", "checks:"]
+    for check in result.checks:
+        lines.append(f"  {'PASS' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
+    return "\n".join(lines)
+
+
+def run_soak(options: Options, say: Callable[[str], None] = lambda line: None) -> Result:
+    directory = options.directory
+    made = directory is None
+    if directory is None:
+        directory = Path(tempfile.mkdtemp(prefix="dltop-soak-"))
+    try:
+        return Soak(options, directory, say).run()
+    finally:
+        if made:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    defaults = Options()
+    parser.add_argument("--minutes", type=float, default=defaults.minutes, help="length of the churn")
+    parser.add_argument("--churn-s", type=float, default=defaults.churn_s, help="a job starts every this many s")
+    parser.add_argument("--scrapers", type=int, default=defaults.scrapers, help="concurrent fast scrapers")
+    parser.add_argument("--max-alive", type=int, default=defaults.max_alive, help="soak jobs alive at once, at most")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--rss-margin-mb", type=float, default=defaults.rss_margin_mb)
+    parser.add_argument("--silent-s", type=float, default=defaults.silent_s)
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the exporters' logs and job reports here")
+    args = parser.parse_args(argv)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    options = Options(
+        minutes=args.minutes, churn_s=args.churn_s, scrapers=args.scrapers, max_alive=args.max_alive,
+        seed=args.seed, rss_margin_mb=args.rss_margin_mb, silent_s=args.silent_s, directory=args.keep,
+    )  # fmt: skip
+    try:
+        result = run_soak(options, say=lambda line: print(line, file=sys.stderr, flush=True))
+    except SoakError as problem:
+        print(f"soak could not run: {problem}", file=sys.stderr)
+        return 2
+    print(render(result))
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
