@@ -41,14 +41,24 @@ MIN_ENTROPY_BITS = 3.5  # per character: a random key of 20+ characters has over
 # share of neighbouring characters of different kinds (lower, upper, digit): ~0.6 in a random key
 # over letters and digits, ~0.1-0.2 in CamelCase words
 MIN_KIND_CHANGES = 0.35
-_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+@)?(?P<rest>[^\s]*)")
+# userinfo runs to the last @ before the path: a password may hold an @ of its own
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s]+@)?(?P<rest>[^\s]*)")
+# a secret named inside a longer value: "Authorization: Bearer X", '{"password": "X"}', "token=X"
+_NAMED_INSIDE = re.compile(
+    r"""(?i)\b(?P<name>bearer|token|password|passwd|secret|api[_-]?key|access[_-]?token)\b(?P<sep>["']?\s*[:=]\s*["']?|\s+)"""
+    r"""(?P<secret>[^\s"',;}&]+)"""
+)
 _FLAG = re.compile(r"^(?P<dashes>--?)(?P<name>[A-Za-z0-9][\w.-]*)(?:=(?P<value>.*))?$", re.S)
 _ASSIGNMENT = re.compile(r"^(?P<prefix>[+~]{0,2})(?P<name>[A-Za-z_][\w.-]*)=(?P<value>.*)$", re.S)
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 def redact_argv(argv: list[str]) -> list[str]:
-    """``argv`` with every value that may be a secret replaced; the program itself is kept."""
+    """``argv`` with every value that may be a secret replaced; the program itself is kept. A
+    process that rewrote its title (setproctitle) has its whole command line in one string: its
+    words are redacted as arguments."""
+    if len(argv) == 1 and " " in argv[0].strip():
+        argv = argv[0].split()
     if not argv:
         return []
     out, secret_next = [argv[0]], False
@@ -101,9 +111,11 @@ def is_secret_name(name: str) -> bool:
 def redact_value(value: str) -> str:
     """A single value: URLs lose their user:password and signed query values; a value that
     looks like a random key goes whole."""
+    if looks_random(value):
+        return REDACTED
     if "://" in value:
-        return _URL.sub(_redact_url, value)
-    return REDACTED if looks_random(value) else value
+        value = _URL.sub(_redact_url, value)
+    return _NAMED_INSIDE.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", value)
 
 
 def _redact_url(match: re.Match) -> str:
@@ -121,8 +133,8 @@ def _redact_url(match: re.Match) -> str:
 
 def looks_random(value: str) -> bool:
     """A long token of mixed kinds of characters with high entropy, or with a known API-key prefix."""
-    if len(value) < MIN_RANDOM_CHARS or any(c in value for c in "/ \\,:"):
-        return False
+    if len(value) < MIN_RANDOM_CHARS or any(c in value for c in " \\,:") or value.startswith(("/", ".", "~")):
+        return False  # paths and prose (a base64 key may hold a / inside)
     if value.startswith(TOKEN_PREFIXES):
         return True
     kinds = [_kind(c) for c in value]

@@ -286,11 +286,11 @@ def test_a_suggestion_holds_while_the_wait_stays_within_its_noise():
     fresh, detail = input_bound()
     assert fresh["suggested_range"] == [5, 8] and fresh["suggested_workers"] == 6 == fresh["workers_needed"]
     assert "(any of 5-8 fits the measured wait)" in detail
-    held, _ = input_bound({1: ShownAdvice(8, "2026-01-01T00:00:05+00:00")})
+    held, _ = input_bound({(1, "Images"): ShownAdvice(8, "2026-01-01T00:00:05+00:00")})
     assert held["suggested_workers"] == 8 and held["change_reason"] is None  # within the noise: it holds
-    moved, _ = input_bound({1: ShownAdvice(16, "2026-01-01T00:00:05+00:00")})
+    moved, _ = input_bound({(1, "Images"): ShownAdvice(16, "2026-01-01T00:00:05+00:00")})
     assert moved["suggested_workers"] == 6 and moved["change_reason"].startswith("16 fell outside 5-8")
-    _, said = input_bound({1: ShownAdvice(6, "2026-01-01T00:00:05+00:00", 16, moved["change_reason"])})
+    _, said = input_bound({(1, "Images"): ShownAdvice(6, "2026-01-01T00:00:05+00:00", 16, moved["change_reason"])})
     assert "It said 16 until" in said and "16 fell outside 5-8 when the data wait read 60%" in said
 
 
@@ -323,3 +323,16 @@ def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(
     for one in reports:  # each report's count fits the other's range: no 38 against 44
         low, high = one["suggested_range"]
         assert all(low <= other["suggested_workers"] <= high for other in reports), reports
+
+
+def test_a_count_that_asks_for_more_never_rounds_down_to_what_runs_now():
+    """The model needs 7 where 6 run and the noise spans 6-8: the count asks for more (8), not 6,
+    which the advice would then call "more will not help"."""
+    from dltop.diagnose.capacity import capacity
+    from dltop.diagnose.window import ShownAdvice, Window
+
+    ticks = bound_window(60.0, workers=2, cpu=20.0, ticks=3)
+    base = capacity(Window(ticks), ticks[-1].loaders[0], Settings())
+    cap = dataclasses.replace(base, workers=6, needed=7, needed_range=(6, 8))
+    assert cap.suggested == 8
+    assert dataclasses.replace(cap, shown=ShownAdvice(6, "2026-01-01T00:00:05+00:00")).suggested == 8  # no anchor at 6

@@ -271,6 +271,42 @@ def test_a_renewed_certificate_is_served_without_a_restart_and_a_broken_one_is_n
     assert second != first and second == ssl.PEM_cert_to_DER_cert((renewed / "server.crt").read_text())
 
 
+def test_a_renewed_kubernetes_secret_is_served_through_its_symlinks(pki, tmp_path):
+    """A Secret volume: each file is a symlink through ..data into a timestamped folder that the
+    kubelet replaces (and deletes) on renewal. Relative paths follow the symlinks as named."""
+    volume = tmp_path / "secret"
+    volume.mkdir()
+
+    def publish(stamp: str, source: Path) -> None:
+        folder = volume / f"..{stamp}"
+        folder.mkdir()
+        for name in ("server.crt", "server.key"):
+            shutil.copy(source / name, folder / name)
+        (folder / "web-config.yml").write_text("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n")
+        (volume / "..data_tmp").symlink_to(folder.name)
+        os.replace(volume / "..data_tmp", volume / "..data")  # the kubelet's atomic swap
+
+    publish("2026_01_01", pki)
+    for name in ("server.crt", "server.key", "web-config.yml"):
+        (volume / name).symlink_to(f"..data/{name}")
+    server = serve(registry(), "127.0.0.1", 0, load_web_config(volume / "web-config.yml"))
+    try:
+        port = server.server_address[1]
+        first = served_certificate(port, pki)
+        renewed = tmp_path / "renewed"
+        renewed.mkdir()
+        for name in ("ca.crt", "ca.key"):
+            shutil.copy(pki / name, renewed / name)
+        issue(renewed, "server", "ca", "IP:127.0.0.1", "serverAuth")
+        publish("2026_02_01", renewed)
+        shutil.rmtree(volume / "..2026_01_01")  # the old folder goes
+        second = served_certificate(port, pki)
+        assert second != first and second == ssl.PEM_cert_to_DER_cert((renewed / "server.crt").read_text())
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 # -- the file: the toolkit's keys, and one line for each problem ------------------------------------
 
 

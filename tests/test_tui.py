@@ -522,7 +522,7 @@ def test_the_trainer_time_panel_shows_the_wait_over_time_and_where_it_goes():
     from dltop.tui.widgets import TrainerTimePanel
 
     windows = [bound_window(wait)[0] for wait in (10.0, 50.0, 90.0)]
-    assert view.chart([0.0, 50.0, 100.0, None], 2) == ["  █ ", " ██ "]
+    assert view.chart([0.0, 50.0, 100.0, None], 2) == [" ▁█ ", "▁██ "]  # a 0 read is shown; a gap is not
     spent = windows[-1].loaders[0].trainer_time
     assert sum(len(run) for run, _ in view.phase_bar(spent, 20)) == 20
 
@@ -543,8 +543,8 @@ def test_the_trainer_time_panel_shows_the_wait_over_time_and_where_it_goes():
                 assert text[-1].split("│")[1].endswith(bottom) and text[0].split("│")[1].endswith(top), text
             return _screen_text(app)
 
-    asyncio.run(run((160, 45), 3, bottom="▂██", top="  ▆"))  # a tall screen: a chart of the wait
-    asyncio.run(run((120, 36), 1, bottom="▁▄▇", top="▁▄▇"))  # one line a trainer
+    asyncio.run(run((160, 45), 3, bottom="▃██", top="  ▆"))  # a tall screen: a chart of the wait
+    asyncio.run(run((120, 36), 1, bottom="▁▅█", top="▁▅█"))  # one line a trainer
     asyncio.run(run((80, 24), 0))  # 80x24 needs every row for the table
 
 

@@ -49,7 +49,7 @@ def diagnose(
     ticks: Sequence[Snapshot],
     settings: Settings = DEFAULTS,
     related: bool = True,
-    shown_advice: Optional[Mapping[int, ShownAdvice]] = None,
+    shown_advice: Optional[Mapping[tuple[int, str], ShownAdvice]] = None,
 ) -> list[Finding]:
     """Every finding the ticks (oldest first) support, consequences tied to their causes, most
     severe first. ``related`` False leaves them unrelated (a live view holds findings first, then

@@ -132,6 +132,7 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
         pids=[loader.trainer_pid],
         evidence={
             "trainer_pid": loader.trainer_pid,
+            "dataset": loader.dataset,
             "data_wait_percent": round(wait * 100, 1),
             "data_wait_error_percent": round((wait_error(loader) or 0.0) * 100, 1),
             "samples": loader.trainer_time.samples if loader.trainer_time else None,

@@ -107,6 +107,8 @@ class Capacity:
             return None
         low, high = self.suggested_range
         central = self._capped(self.needed)
+        if central > self.workers:  # the model asks for more: so does the count, whatever its noise
+            low = max(low, self.workers + 1)
         if self.shown is not None and low <= self.shown.workers <= high:
             return self.shown.workers
         fitting = [n for n in PREFERRED_WORKERS if low <= n <= high]
@@ -185,7 +187,13 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     per_rank = allowed / ranks if allowed else None
     return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, pace,
                     by_cpus, needed, caps, missing, needed_range,
-                    window.shown_advice.get(loader.trainer_pid))  # fmt: skip
+                    window.shown_advice.get(advice_key(loader)))  # fmt: skip
+
+
+def advice_key(loader: LoaderSample) -> tuple[int, str]:
+    """Which loader a suggestion is for: its trainer and the Dataset it serves (a train and a val
+    loader of one trainer are told apart)."""
+    return loader.trainer_pid, loader.dataset or ""
 
 
 def _pace(wait: float) -> float:

@@ -54,10 +54,13 @@ class ShownAdvice:
 
 
 class Window:
-    def __init__(self, ticks: Sequence[Snapshot], shown_advice: Optional[Mapping[int, ShownAdvice]] = None) -> None:
-        """``shown_advice``: trainer pid -> what a live view showed it so far (none for a report)."""
+    def __init__(
+        self, ticks: Sequence[Snapshot], shown_advice: Optional[Mapping[tuple[int, str], ShownAdvice]] = None
+    ) -> None:
+        """``shown_advice``: (trainer pid, dataset) -> what a live view showed that loader so far
+        (none for a report)."""
         self.ticks: list[Snapshot] = list(ticks)
-        self.shown_advice: Mapping[int, ShownAdvice] = shown_advice or {}
+        self.shown_advice: Mapping[tuple[int, str], ShownAdvice] = shown_advice or {}
         self._figures: dict[tuple[Hashable, ...], Any] = {}  # (figure, *args) -> its value for the window
 
     @property

@@ -66,7 +66,7 @@ class NodeCollector:
             )
         yield CounterMetricFamily(
             "dltop_collection_failures",
-            "Jobs that could not be followed or whose collection failed",
+            "Jobs that could not be followed or whose collection failed, or whose stack sampling broke",
             value=view.collection_failures,
         )
         yield from self._jobs(view.jobs)

@@ -167,7 +167,9 @@ def load_web_config(path: Union[str, Path]) -> WebConfig:
     except yaml.YAMLError as error:
         raise DltopError(f"web config {where}: not valid YAML: {_yaml_reason(error)}") from None
     try:
-        config = _parse(document, Path(path).resolve().parent, where)
+        # relative to the folder as named, not resolved: a Kubernetes Secret's file is a symlink into a
+        # timestamped folder that the kubelet deletes when it renews the Secret
+        config = _parse(document, Path(path).absolute().parent, where)
         if config.tls is not None:
             config.tls.context()
     except DltopError as error:

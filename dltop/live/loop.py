@@ -55,7 +55,7 @@ class LiveLoop:
         self.settings = settings or collector.settings
         self.window: deque = deque(maxlen=window_ticks)
         self._stable = StableFindings()
-        self._advice: dict[int, ShownAdvice] = {}  # trainer pid -> the num_workers shown it so far
+        self._advice: dict[tuple[int, str], ShownAdvice] = {}  # (trainer pid, dataset) -> num_workers shown
         self._clock = clock
         self.latest: Optional[Snapshot] = None
 
@@ -75,8 +75,8 @@ class LiveLoop:
         if self.judge_every_tick:
             ticks, now = list(self.window), self._clock()
             raw = diagnose(ticks, self.settings, related=False, shown_advice=self._advice)
-            self._hold_advice(raw, snap.taken_at)
             shown = relate(self._stable.update(now, raw))
+            self._hold_advice(shown, snap.taken_at)
             held = [
                 Pending(f.id, f"{f.title}; shown once it holds {self._stable.raise_after_s:g} s", round(ready, 1), True)
                 for f, ready in self._stable.held(now)
@@ -86,18 +86,23 @@ class LiveLoop:
         self.latest = snap
         return self.latest
 
-    def _hold_advice(self, findings: list[Finding], taken_at: str) -> None:
-        """Remember the num_workers each trainer was told, when it changed and why (the rules keep
-        it while the evidence stays within its noise)."""
-        for finding in findings:
+    def _hold_advice(self, shown: list[Finding], taken_at: str) -> None:
+        """Remember the num_workers each loader was shown more of, when it changed and why (the rules
+        keep it while the evidence stays within its noise); forget it once no such advice shows."""
+        advised: set[tuple[int, str]] = set()
+        for finding in shown:
             evidence = finding.evidence
-            trainer, workers = evidence.get("trainer_pid"), evidence.get("suggested_workers")
-            if finding.id != "input-bound" or trainer is None or workers is None:
-                continue
-            before = self._advice.get(trainer)
+            workers, now = evidence.get("suggested_workers"), evidence.get("num_workers")
+            if finding.id != "input-bound" or workers is None or now is None or workers <= now:
+                continue  # no count to add workers to: nothing to hold
+            key = (evidence["trainer_pid"], evidence.get("dataset") or "")
+            advised.add(key)
+            before = self._advice.get(key)
             if before is None or before.workers != workers:
                 previous = before.workers if before is not None else None
-                self._advice[trainer] = ShownAdvice(workers, taken_at, previous, evidence.get("change_reason"))
+                self._advice[key] = ShownAdvice(workers, taken_at, previous, evidence.get("change_reason"))
+        for key in set(self._advice) - advised:
+            del self._advice[key]
 
     def report(self) -> Snapshot:
         """The window as one Snapshot, its findings judged over the whole window (not held)."""

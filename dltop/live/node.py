@@ -113,7 +113,8 @@ class NodeWatcher:
     def _note_stacks(self, root: int, status: str, tick: NodeTick) -> None:
         """A job whose stack sampling broke (py-spy denied, failing, missing) is a failed collection,
         counted once each time it breaks: its figures still come, its data wait and hangs do not."""
-        if status not in ("ok", "off") and self._stacks_status.get(root) != status:
+        broken = status not in ("ok", "off")
+        if broken and self._stacks_status.get(root, "ok") in ("ok", "off"):
             tick.failures[root] = f"stacks: {status}"
         self._stacks_status[root] = status
 

@@ -1,7 +1,8 @@
-"""Who may read what the recorder writes. A recording, its index and an incident bundle hold a
-job's stacks with source lines, its trainers' log tails and its (redacted) command line: they are
-the recording user's alone (files 0600, directories 0700), or also a group's the operator names
-(``--group``: 0640 and 0750, owned by that group) — never the world's, whatever the umask."""
+"""Who may read what the recorder writes. A recording and its index hold a job's stacks with source
+lines and its (redacted) command line; an incident bundle adds its trainers' log tails and, with
+``--incident-dump``, local variables. They are the recording user's alone (files 0600, directories
+0700), or also a group's the operator names (``--group``: 0640 and 0750, owned by that group):
+never the world's, whatever the umask."""
 
 from __future__ import annotations
 
@@ -65,9 +66,12 @@ def access_for(group: Optional[str]) -> Access:
     if group is None:
         return PRIVATE
     try:
-        return Access(int(group) if group.isdigit() else grp.getgrnam(group).gr_gid)
+        gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
     except KeyError:
         raise DltopError(f"--group {group}: no such group on this machine") from None
+    if os.geteuid() != 0 and gid != os.getegid() and gid not in os.getgroups():
+        raise DltopError(f"--group {group}: you are not in it, so its files cannot be given to it")
+    return Access(gid)
 
 
 def group_name(gid: int) -> str:

@@ -177,7 +177,8 @@ class Recorder:
         except OSError as err:
             failure = f"could not start: {err}"
         if directory:
-            self.options.access.write_text(directory / "on-incident.txt", f"$ {command}\n{failure or 'ok'}\n")
+            # the outcome, not the command: it may hold a token (the header leaves it out too)
+            self.options.access.write_text(directory / "on-incident.txt", f"--on-incident: {failure or 'ok'}\n")
         if failure:
             self._warn(f"incident {number}: --on-incident {failure}")
 

@@ -265,9 +265,9 @@ def exit_text(code: Optional[int]) -> str:
 SPARK = "▁▂▃▄▅▆▇█"
 
 
-def sparkline(values: list, top: float = 100.0) -> str:
-    return "".join(SPARK[min(len(SPARK) - 1, int(len(SPARK) * max(0.0, v) / top))] if v is not None else " "
-                   for v in values)  # fmt: skip
+def sparkline(values: list[Optional[float]], top: float = 100.0) -> str:
+    """``values`` as one row of eighth blocks (a chart one row high)."""
+    return chart(values, 1, top)[0]
 
 
 # a trainer's phases as a stacked bar: the cell character and colour of each (the legend's order)
@@ -303,14 +303,12 @@ def phase_words(spent: TrainerTime) -> str:
 
 
 def chart(values: list[Optional[float]], rows: int, top: float = 100.0) -> list[str]:
-    """``values`` as a bar chart ``rows`` high, top row first, in eighth blocks (a missing value is
-    a blank column)."""
+    """``values`` as a bar chart ``rows`` high, top row first, in eighth blocks: a value read at
+    all shows at least the lowest block (0 is a reading, not a gap); a missing one is blank."""
+    heights = [None if v is None else min(rows * 8, int(rows * 8 * max(0.0, v) / top) + 1) for v in values]
     lines = []
     for row in range(rows - 1, -1, -1):
-        cells = []
-        for value in values:
-            eighths = 0 if value is None else round(max(0.0, min(value, top)) / top * rows * 8) - row * 8
-            cells.append(" " if eighths <= 0 else "█" if eighths >= 8 else SPARK[eighths - 1])
+        cells = (" " if h is None or h <= row * 8 else SPARK[min(8, h - row * 8) - 1] for h in heights)
         lines.append("".join(cells))
     return lines
 
@@ -319,7 +317,7 @@ def cpu_meters(snapshot: Snapshot, trainer_pid: int) -> str:
     """One cell per live worker of the trainer, as full as its CPU use (100% = one core)."""
     workers = [p for p in snapshot.processes if p.role == "worker" and p.trainer_pid == trainer_pid
                and p.state != "zombie"]  # fmt: skip
-    return sparkline([p.cpu_percent for p in workers], top=100.0 + 1e-9)
+    return sparkline([p.cpu_percent for p in workers])
 
 
 def trainer_label(snapshot: Snapshot, trainer_pid: int) -> str:

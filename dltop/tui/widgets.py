@@ -173,12 +173,13 @@ class TrainerTimePanel(TextPanel):
 
     def on_mount(self) -> None:
         self.border_title = "Trainer time: data wait over time · where the time goes now · workers' CPU"
-        self._history: dict[int, deque] = {}
+        self._history: dict[tuple[int, str], deque] = {}  # (trainer, dataset): a trainer may run two loaders
         self._shown: Optional[Snapshot] = None
 
     def show(self, snap: Snapshot) -> None:
         for loader in snap.loaders:
-            self._history.setdefault(loader.trainer_pid, deque(maxlen=HISTORY)).append(loader.data_wait_percent)
+            key = (loader.trainer_pid, loader.dataset or "")
+            self._history.setdefault(key, deque(maxlen=HISTORY)).append(loader.data_wait_percent)
         self._shown = snap
         self._draw()
 
@@ -196,7 +197,7 @@ class TrainerTimePanel(TextPanel):
         rows = CHART_ROWS if self.app.size.height >= CHART_MIN_HEIGHT and len(snap.loaders) <= 2 else 1
         lines: list[Text] = []
         for loader in snap.loaders:
-            history = list(self._history.get(loader.trainer_pid, ()))[-span:]
+            history = list(self._history.get((loader.trainer_pid, loader.dataset or ""), ()))[-span:]
             history = [None] * (span - len(history)) + history  # the newest on the right, as htop
             chart = view.chart(history, rows)
             spent = loader.trainer_time
@@ -208,6 +209,8 @@ class TrainerTimePanel(TextPanel):
             if rows == 1:  # one line: the words, the longest, last (a narrow screen cuts them first)
                 right = [Text(" ").join([right[0], right[-1], *right[1:-1]])]
             label = view.trainer_label(snap, loader.trainer_pid)
+            if sum(other.trainer_pid == loader.trainer_pid for other in snap.loaders) > 1:
+                label = f"{label} {loader.dataset or '?'}"  # which of its loaders
             for row, bars in enumerate(chart):
                 line = Text(no_wrap=True, overflow="ellipsis")
                 line.append(f"{label if row == 0 else '':<13}", style="bold")

@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", metavar="GROUP",
                         help="let this group read the recording and its bundles too (files 0640, directories 0750);"
                              " by default only the recording user may (0600, 0700): they hold the job's stacks"
-                             " and log tails")  # fmt: skip
+                             " and, in bundles, log tails and (--incident-dump) local variables")  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only problems (for systemd, nohup)")
 
 

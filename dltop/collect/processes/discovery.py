@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from dltop.collect import procfs
+from dltop.collect.processes.placement import ENV_KEYS
 from dltop.errors import DltopError
+from dltop.redact import redact_command
 
 WORKER_COMMS = ("pt_data_worker", "pt_multiprocess")
 PIN_THREAD_COMMS = ("pt_data_pin",)
 NAMED_SINCE = (2, 5)  # torch names worker processes and the pin thread from this version
-RANK_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")  # collect/processes/placement.py
 
 LAUNCHER_PROGRAMS = ("torchrun", "deepspeed", "accelerate")
 LAUNCHER_MODULES = (
@@ -231,7 +232,7 @@ class Discovery:
         key = self._key(pid)
         if key not in self._ranks:
             try:
-                self._ranks[key] = procfs.read_environ(pid, RANK_KEYS)
+                self._ranks[key] = procfs.read_environ(pid, ENV_KEYS)
             except OSError:
                 self._ranks[key] = {}
         return self._ranks[key]
@@ -475,7 +476,7 @@ class Discovery:
         return reason
 
     def _not_a_job_reason(self, pid: int) -> str:
-        cmd = self._text(pid) or self._comm(pid)
+        cmd = redact_command(self.cmdline(pid)) or self._comm(pid)
         if self.torch_version(pid) == "denied":
             return (
                 f"cannot inspect pid {pid} ({_short(cmd)}): permission denied; run dltop as the job's user or as root"

@@ -23,6 +23,7 @@ from typing import Optional
 from dltop.collect import procfs
 from dltop.model import Placement
 
+# the only variables dltop reads of a job's environment (besides HOSTNAME in a pod): never a secret
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")
 NAMESPACE_FILE = "var/run/secrets/kubernetes.io/serviceaccount/namespace"
 CONTAINER_ID_DIGITS = 12  # as `docker ps` and `crictl ps` show an id
