@@ -226,7 +226,10 @@ def _within(cap: Capacity) -> str:
 def _since(cap: Capacity) -> str:
     """When the count shown changed last, and why: advice that moves says so."""
     shown = cap.shown
-    if shown is None or shown.previous is None or shown.workers != cap.suggested:
+    if shown is not None and shown.workers != cap.suggested:  # it changes now
+        reason = change_reason(cap)
+        return f" It said {shown.workers} until now: {reason}." if reason else ""
+    if shown is None or shown.previous is None:
         return ""
     since = datetime.fromisoformat(shown.since).astimezone().strftime("%H:%M:%S")
     return f" It said {shown.previous} until {since}: {shown.because}."
