@@ -247,6 +247,16 @@ def served_certificate(port: int, pki: Path) -> bytes:
             return connection.getpeercert(binary_form=True) or b""
 
 
+def renewed_server_certificate(pki: Path, tmp_path: Path) -> Path:
+    """A folder with a new server certificate and key from the same CA (a renewal)."""
+    renewed = tmp_path / "renewed"
+    renewed.mkdir()
+    for name in ("ca.crt", "ca.key"):
+        shutil.copy(pki / name, renewed / name)
+    issue(renewed, "server", "ca", "IP:127.0.0.1", "serverAuth")
+    return renewed
+
+
 def test_a_renewed_certificate_is_served_without_a_restart_and_a_broken_one_is_not(exporter, pki, tmp_path, capfd):
     live = tmp_path / "live"
     live.mkdir()
@@ -254,11 +264,7 @@ def test_a_renewed_certificate_is_served_without_a_restart_and_a_broken_one_is_n
         shutil.copy(pki / name, live / name)
     port = exporter(f"tls_server_config:\n  cert_file: {live / 'server.crt'}\n  key_file: {live / 'server.key'}\n")
     first = served_certificate(port, pki)
-    renewed = tmp_path / "renewed"
-    renewed.mkdir()
-    for name in ("ca.crt", "ca.key"):
-        shutil.copy(pki / name, renewed / name)
-    issue(renewed, "server", "ca", "IP:127.0.0.1", "serverAuth")
+    renewed = renewed_server_certificate(pki, tmp_path)
 
     (live / "next.crt").write_text("not a certificate\n")
     os.replace(live / "next.crt", live / "server.crt")  # as a Secret volume swaps its files
@@ -293,11 +299,7 @@ def test_a_renewed_kubernetes_secret_is_served_through_its_symlinks(pki, tmp_pat
     try:
         port = server.server_address[1]
         first = served_certificate(port, pki)
-        renewed = tmp_path / "renewed"
-        renewed.mkdir()
-        for name in ("ca.crt", "ca.key"):
-            shutil.copy(pki / name, renewed / name)
-        issue(renewed, "server", "ca", "IP:127.0.0.1", "serverAuth")
+        renewed = renewed_server_certificate(pki, tmp_path)
         publish("2026_02_01", renewed)
         shutil.rmtree(volume / "..2026_01_01")  # the old folder goes
         second = served_certificate(port, pki)
