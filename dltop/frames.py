@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from dltop.model import Activity, Frame, Phase
+from dltop.model import Activity, DatasetKind, Frame, Phase
 
 DATALOADER = "torch/utils/data/dataloader.py"
 WORKER = "torch/utils/data/_utils/worker.py"
@@ -206,6 +206,31 @@ def waits_on_lock(frames: list, leaf_source: Optional[str]) -> bool:
     return bool(leaf_source and LOCK_SOURCE.search(leaf_source))
 
 
+# where one rank waits for the others (innermost match wins): collectives by file (torch.distributed,
+# DeepSpeed's comm, FSDP), a CUDA sync, and backward(), inside which DDP all-reduces gradient buckets
+# (with gloo the main thread blocks there in native code, which py-spy's Python stack does not show)
+_COLLECTIVE_FILES = ("torch/distributed/", "deepspeed/comm/", "deepspeed/runtime/", "torch/nn/parallel/")
+_SYNC_FUNCTIONS = {"synchronize": "a CUDA synchronize", "item": ".item() (a CUDA sync)", "cpu": ".cpu() (a CUDA sync)"}
+_BACKWARD = ("torch/autograd/", "torch/_tensor.py")
+
+
+def sync_point(frames: list[Frame]) -> Optional[str]:
+    """Where a rank's main thread waits at a point every rank must reach, in words with the frame;
+    None when its stack shows none (data-wait asymmetry between ranks is the evidence: these
+    names only corroborate it)."""
+    for frame in reversed(frames):
+        short = _short(frame.function)
+        if any(part in frame.file for part in _COLLECTIVE_FILES):
+            return f"in {short} ({frame.file}:{frame.line})"
+        if short in _SYNC_FUNCTIONS and frame.kind == "torch":
+            return f"at {_SYNC_FUNCTIONS[short]}"
+    for frame in reversed(frames):
+        backward = _short(frame.function) in ("backward", "run_backward", "_engine_run_backward")
+        if backward and any(part in frame.file for part in _BACKWARD):
+            return "in backward(), where DDP all-reduces gradients with every rank"
+    return None
+
+
 def start_method(frames: list) -> Optional[str]:
     """fork | spawn | forkserver from the bottom of a worker's stack."""
     bottom = {f.file.rsplit("multiprocessing/", 1)[-1] for f in frames if "multiprocessing/" in f.file}
@@ -216,11 +241,28 @@ def start_method(frames: list) -> Optional[str]:
     return "fork" if "popen_fork.py" in bottom else None
 
 
+# torch's _DatasetKind values (torch/utils/data/_utils/fetch.py) and its fetchers' classes
+_KIND_VALUES: dict[str, DatasetKind] = {"0": "map", "1": "iterable"}
+_FETCHERS: dict[str, DatasetKind] = {"_MapDatasetFetcher": "map", "_IterableDatasetFetcher": "iterable"}
+
+
+def dataset_kind(frames: list) -> Optional[DatasetKind]:
+    """map | iterable from the fetcher on a worker's (or a num_workers=0 trainer's) stack: py-spy
+    names a method by its qualified name (``_IterableDatasetFetcher.fetch``)."""
+    for frame in frames:
+        kind = _FETCHERS.get(frame.function.rsplit(".", 1)[0])
+        if kind is not None and frame.file.endswith("fetch.py"):
+            return kind
+    return None
+
+
 def worker_loop_config(local_vars: dict) -> dict:
-    """num_workers, persistent_workers, worker_id, batch_size from ``_worker_loop``'s locals
-    (a full dump: ``py-spy dump --locals``); keys whose value py-spy did not show are left out."""
+    """num_workers, persistent_workers, worker_id, batch_size, dataset_kind from ``_worker_loop``'s
+    locals (a full dump: ``py-spy dump --locals``); keys whose value py-spy did not show are left out."""
     loop = next((v for k, v in local_vars.items() if _short(k) == "_worker_loop"), None) or {}
     config: dict = {}
+    if str(loop.get("dataset_kind")) in _KIND_VALUES:
+        config["dataset_kind"] = _KIND_VALUES[str(loop["dataset_kind"])]
     for name in ("num_workers", "worker_id"):
         if str(loop.get(name, "")).isdigit():
             config[name] = int(loop[name])

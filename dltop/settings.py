@@ -28,6 +28,13 @@ class Settings:
     # the suggestion's range: the workers the model needs at the data wait minus and plus this many of
     # its standard errors (two: the samples of a wait are not independent, so one understates it)
     advice_spread_errors: float = 2.0
+    # rank-straggler: a rank of a run waits for data at least this many points more than the run's
+    # other ranks (their median), beyond the spread of standard errors above
+    straggler_gap_percent: float = 10.0
+    # worker-starving: an iterable loader's worker idle (no part of the source left) for at least this
+    # many of its stacks while its siblings worked at least this share of theirs
+    starving_min_stacks: int = 3
+    starving_siblings_busy_percent: float = 50.0
     # too-many-workers: the trainer waits less than this, the workers work less than this share
     too_many_wait_percent: float = 5.0
     idle_workers_percent: float = 25.0

@@ -17,13 +17,14 @@ from dltop.collect.host.system import SystemSampler
 from dltop.collect.processes.discovery import PIN_THREAD_COMMS, WORKER_COMMS, Discovery, JobTree
 from dltop.collect.processes.loaders import loader_key, split_loaders
 from dltop.collect.processes.placement import PlacementReader
+from dltop.collect.processes.shards import ShardFiles
 from dltop.collect.processes.stats import ProcessSampler, iso
 from dltop.collect.procfs import thread_names
 from dltop.collect.stacks.sampler import StackSampler
-from dltop.collect.stacks.source_lines import SourceLines
+from dltop.collect.stacks.source_lines import LoaderSite, SourceLines
+from dltop.frames import dataset_kind, worker_activity
 from dltop.frames import start_method as stack_start_method
-from dltop.frames import worker_activity
-from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot, is_stuck
+from dltop.model import DatasetKind, JobInfo, LoaderSample, ProcessSample, Snapshot, is_stuck
 from dltop.redact import redact_command
 from dltop.settings import DEFAULTS, Settings
 
@@ -68,12 +69,14 @@ class Collector:
             self._probed_loaders = self.stacks.probe_loaders(self.tree.trainer_pids)
         self.sources = SourceLines()
         self.logs = TrainerLogs()
+        self.shards = ShardFiles(clock)
+        self._parts: dict = {}  # (trainer pid, dataset class) -> (parts, where counted): known stays known
         self._exit_codes: dict = {}  # pid -> exit code caught by the watcher (workers and trainers)
         self._known_loaders: dict = {}  # trainer pid -> {loader key: config}
         self._seen_workers: dict = {}  # (trainer pid, loader key) -> _SeenWorkers
         self._last_trainer_time: dict = {}  # trainer pid -> TrainerTime last measured
         self._main_runs: dict = {}  # (pid, start ticks) of a trainer -> (clock, main thread run ns)
-        self._built_at: dict = {}  # (trainer pid, dataset class) -> "file:line" of its DataLoader(...)
+        self._sites: dict[tuple, Optional[LoaderSite]] = {}  # (trainer pid, dataset class) -> the call building it
         self._coded: dict = {}  # pid -> (stack, the stack with source lines)
         self._pin_cache: dict = {}  # trainer pid -> (clock, pin_memory)
         self.processes = ProcessSampler(clock, wall)
@@ -316,6 +319,14 @@ class Collector:
             persistent = group.config.get("persistent_workers", self.lifecycle.persistent(trainer))
             seen = self._seen_workers.setdefault((trainer, key), _SeenWorkers())
             seen.update(len(group.worker_pids), {methods[p] for p in group.worker_pids} - {None})
+            dataset = _class_name(group.config.get("dataset"))
+            site = self._loader_site(trainer, dataset)
+            kind = self._dataset_kind(group.config, group.worker_pids or [trainer], by_pid)
+            parts, parts_source = (
+                self._iterable_parts(trainer, dataset, group.worker_pids or [trainer])
+                if kind == "iterable"
+                else (None, None)
+            )
             loaders.append(
                 LoaderSample(
                     trainer_pid=trainer,
@@ -330,24 +341,50 @@ class Collector:
                     worker_respawns=0 if persistent else min(len(mine), respawns),
                     workers_exited=mine,
                     trainer_time=trainer_time,
-                    dataset=_class_name(group.config.get("dataset")),
-                    built_at=self._loader_built_at(trainer, _class_name(group.config.get("dataset"))),
+                    dataset=dataset,
+                    built_at=site.where if site else None,
+                    built_by=site.call if site else None,
+                    workers_keyword=site.keyword if site else None,
+                    workers_flag=site.flag if site else None,
                     batch_size=group.config.get("batch_size"),
+                    dataset_kind=kind,
+                    parts=parts,
+                    parts_source=parts_source,
                 )
             )
         return loaders
 
-    def _loader_built_at(self, trainer: int, dataset: Optional[str]) -> Optional[str]:
-        """Where the trainer's own code builds this loader, looked for once in the user files on
-        its stacks (retried while not found: the stacks fill in)."""
+    def _dataset_kind(self, config: dict, pids: list, by_pid: dict) -> Optional[DatasetKind]:
+        """map | iterable: from _worker_loop's arguments, else the fetcher on a stack of theirs."""
+        if config.get("dataset_kind"):
+            return config["dataset_kind"]
+        return next((k for p in pids if p in by_pid and (k := dataset_kind(by_pid[p].stack or []))), None)
+
+    def _iterable_parts(self, trainer: int, dataset: Optional[str], pids: list) -> tuple:
+        """(parts, where counted) of an iterable loader's source: the shard files its workers (or its
+        trainer, with num_workers=0) hold open, else what its library told the trainer's log.
+        Once known, a count stays (a log's message scrolls away, a shard is closed between files)."""
+        key = (trainer, dataset or "")
+        found = self.shards.parts(key, pids)
+        if found[0] is None:
+            found = self.logs.shard_limit(trainer)
+        if found != (None, None):
+            known = self._parts.get(key, (None, None))
+            self._parts[key] = found if found[0] is not None or known[0] is None else known
+        return self._parts.get(key, (None, None))
+
+    def _loader_site(self, trainer: int, dataset: Optional[str]) -> Optional[LoaderSite]:
+        """The call in the trainer's own code that builds this loader or sets its workers (a
+        DataLoader, or a library's builder: timm's create_loader, transformers' TrainingArguments),
+        looked for in the user files on its stacks; retried while not found (the stacks fill in)."""
         key = (trainer, dataset)
-        if self._built_at.get(key) is None and self.stacks is not None:
+        if self._sites.get(key) is None and self.stacks is not None:
             proc = self.stacks.procs.get(trainer)
             stacks = [proc.stack] if proc is not None and proc.stack else []
             stacks += [s for w in proc.trainer_samples.windows for s in w.stacks] if proc is not None else []
             files = sorted({f.file for stack in stacks for f in stack if f.kind == "user"})
-            self._built_at[key] = self.sources.loader_call(trainer, files, dataset) if files else None
-        return self._built_at.get(key)
+            self._sites[key] = self.sources.loader_call(trainer, files, dataset) if files else None
+        return self._sites.get(key)
 
     def _trainer_time(self, trainer: int):
         """The trainer's time split; after it exited, the last one measured (a job that exits

@@ -109,6 +109,21 @@ def _wait_for_peers(seconds: float) -> None:
     threading.Event().wait(seconds)
 
 
+def _ddp_step(features: int):
+    """A real DistributedDataParallel step over gloo: each rank's backward() waits in the gradient
+    all-reduce for every other rank (the slowest sets the pace)."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo")
+    model = DistributedDataParallel(torch.nn.Linear(features, 1))
+
+    def step(batch: torch.Tensor) -> None:
+        model(batch).sum().backward()
+
+    return step
+
+
 def _record(report: str | None, kind: str, **fields: object) -> None:
     if report:
         path = Path(report) / f"{kind}-{os.getpid()}.json"
@@ -180,6 +195,9 @@ def main() -> None:
     parser.add_argument(
         "--objects-mb", type=float, default=0.0, help="dataset holds this many MB of Python objects (copy-on-read)"
     )
+    parser.add_argument("--ddp", action="store_true", help="under torchrun: a DistributedDataParallel model (gloo)")
+    parser.add_argument("--rank-sample-ms", action="append", default=[], metavar="RANK:MS",
+                        help="this rank's samples cost MS of CPU instead (a straggler rank)")  # fmt: skip
     parser.add_argument("--stall-after", type=int, help="the trainer stalls after this many batches")
     parser.add_argument("--stall-s", type=float, default=3600.0, help="how long the trainer stalls")
     parser.add_argument("--report", help="directory for ground-truth pid files")
@@ -189,6 +207,11 @@ def main() -> None:
     torch.set_num_threads(1)
     rank = int(os.environ.get("RANK", "0"))
     _record(args.report, "trainer", rank=rank)
+    for spec in args.rank_sample_ms:
+        which, cost = spec.split(":")
+        if int(which) == rank:
+            args.sample_ms = float(cost)
+    step = _ddp_step(args.sample_kb * 256) if args.ddp else None
     train = _make_loader(args, "train", args.workers)
     val = _make_loader(args, "val", args.val_workers) if args.val_workers else None
     weight = torch.zeros(args.sample_kb * 256)
@@ -200,6 +223,8 @@ def main() -> None:
         batch_iter = clock.start(train)
         while (batch := clock.next(batch_iter)) is not None:
             weight += batch.mean(0)
+            if step is not None:
+                step(batch)  # backward() all-reduces the gradients with every rank
             time.sleep(args.step_ms / 1000)
             batches += 1
             if args.stall_after is not None and batches == args.stall_after:

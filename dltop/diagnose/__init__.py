@@ -1,7 +1,7 @@
 """Findings from a window of Snapshots (docs/how-it-works.md#shape-of-the-code, docs/findings.md): pure rules, no I/O.
 
 Each rule is one small function ``rule(window, settings) -> [Finding]`` registered in
-``RULES``, one subject a module (faults, advice, cpu, disk, memory, shm, fds, gpu); ``diagnose``
+``RULES``, one subject a module (faults, ranks, advice, iterable, cpu, disk, memory, shm, fds, gpu); ``diagnose``
 builds one ``Window`` over the ticks (oldest first, newest last) and runs them all over it. Rules
 never call each other: which finding explains which is ``relations``' to say.
 """
@@ -17,8 +17,10 @@ from dltop.diagnose.disk import disk_saturated
 from dltop.diagnose.faults import stacks_unavailable, trainer_stalled, worker_died, worker_hung
 from dltop.diagnose.fds import fd_near_limit
 from dltop.diagnose.gpu import gpu_underutilized
+from dltop.diagnose.iterable import worker_starving
 from dltop.diagnose.memory import worker_memory_growth
 from dltop.diagnose.pending import pending
+from dltop.diagnose.ranks import rank_straggler
 from dltop.diagnose.relations import relate
 from dltop.diagnose.shm import shm_low
 from dltop.diagnose.window import ShownAdvice, Window
@@ -32,9 +34,11 @@ RULES: tuple[Rule, ...] = (
     worker_hung,
     worker_died,
     trainer_stalled,
+    rank_straggler,
     input_bound,
     too_many_workers,
     workers_respawning,
+    worker_starving,
     pin_memory,
     cpu_oversubscribed,
     disk_saturated,

@@ -151,6 +151,8 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
             "trainer_threads_cpu": round(cap.trainer_threads_cpu, 2),
             "caps": cap.caps,
             "binding": binding,
+            "dataset_kind": loader.dataset_kind,
+            "parts": cap.caps.get("parts"),
             "needs": cap.missing,
             "hottest_user_frame": hot,
             "change": change,
@@ -184,6 +186,7 @@ def _input_bound_advice(
     if binding == "disk":
         return (f"{reach}, but the disk it reads is saturated.",
                 "More workers will not help: the disk is saturated (see disk-saturated).", None, None)  # fmt: skip
+    reshard = _reshard(cap) if binding == "parts" else None
     change: dict[str, int] = {}
     parts: list[str] = []
     if threads is not None:
@@ -194,8 +197,10 @@ def _input_bound_advice(
         change["OMP_NUM_THREADS"] = threads
     more = suggested if suggested is not None and suggested > workers else None  # the workers to ask for
     if more is not None:
-        parts.append(loader_change(loader, num_workers=more))
+        parts.append(loader_change(loader, num_workers=more) + _across_ranks(cap, more))
         change["num_workers"] = more
+    if reshard is not None:
+        parts.append(reshard)
     who = "Its workers" if workers else "The fetch"
     io = f" {who} mostly wait (storage, network) rather than compute, so more workers than CPUs fit." if (
         more is not None and cap.io_bound_workers and more > (cap.cpus_per_rank or more)) else ""  # fmt: skip
@@ -203,18 +208,46 @@ def _input_bound_advice(
         capped = f" (capped by {binding})" if binding else ""
         each = min(1.0, (workers * cap.figures.busy if workers else wait) * speedup / more)
         detail = (f"{reach}: that takes about {more} worker(s){capped}{_within(cap)}, each busy about"
-                  f" {each * 100:.0f}%.{io}{_since(cap)}")  # fmt: skip
+                  f" {each * 100:.0f}%.{io}{_parts_needed(cap, more)}{_since(cap)}")  # fmt: skip
         replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more)
     else:
         what = f"{binding} limit" if binding else "no more are needed at this pace"
         detail = f"{reach}; {cap.needed} worker(s) would do, so more will not help ({what})."
         replay = None
-    if more is None:
+    if more is None and reshard is None:
         parts.append(
             "make each sample cheaper" + (f", starting with {hot}" if hot else "")
             + " (decode smaller images, cache preprocessed samples, move augmentation to the GPU)"
         )  # fmt: skip
     return detail, "; then ".join(parts), change or None, replay
+
+
+def _across_ranks(cap: Capacity, per_rank: int) -> str:
+    """Every rank on the node runs the same line: the count asked for, times the ranks, on the
+    CPUs they share."""
+    if cap.ranks < 2:
+        return ""
+    cpus = f" on {cap.cpus_allowed:g} CPUs" if cap.cpus_allowed else ""
+    return f" ({per_rank} per rank x {cap.ranks} ranks = {per_rank * cap.ranks} workers{cpus})"
+
+
+def _parts_needed(cap: Capacity, workers: int) -> str:
+    """An iterable source whose parts dltop could not count: the count holds only if there are enough."""
+    if cap.loader.dataset_kind != "iterable" or "parts" in cap.caps:
+        return ""
+    return (f" An IterableDataset gives each worker its own part of the source (shards, files): {workers} workers"
+            f" need at least {workers} parts, or the extra ones get nothing (webdataset stops the job).")  # fmt: skip
+
+
+def _reshard(cap: Capacity) -> Optional[str]:
+    """The parts of an iterable source bind: more, smaller shards let more workers read at once."""
+    parts = cap.caps["parts"]
+    want = min([cap.needed or parts, *(v for k, v in cap.caps.items() if k != "parts")])
+    if want <= parts:
+        return None
+    how = f" ({cap.parts_source})" if cap.parts_source else ""
+    return (f"re-shard the source into at least {want} parts (it has {parts}{how}: workers beyond the parts get"
+            f" nothing), then {loader_change(cap.loader, num_workers=want)}{_across_ranks(cap, want)}")  # fmt: skip
 
 
 def _within(cap: Capacity) -> str:

@@ -28,6 +28,7 @@ from dltop.diagnose.figures import (
     column_means,
     cpu_figures,
     saturated_disks,
+    source_parts,
     trusted_wait,
     wait_error,
     worker_figures,
@@ -67,6 +68,8 @@ class Capacity:
     # ``needed`` at the data wait minus and plus its spread of standard errors: every count in it fits
     needed_range: Optional[tuple[int, int]] = None
     shown: Optional[ShownAdvice] = None  # what a live view showed for this trainer so far
+    ranks: int = 1  # trainers (ranks) on this node sharing its CPUs: one script, one change for all
+    parts_source: Optional[str] = None  # how caps["parts"] (an iterable source's parts) was learnt
 
     @property
     def speedup(self) -> Optional[float]:
@@ -86,7 +89,7 @@ class Capacity:
         return self.limited_by_cpus and by_cpus is not None and by_cpus < CPU_BOUND
 
     def _capped(self, needed: int) -> int:
-        return max(self.workers, min([needed, *self.caps.values()]))
+        return max(min(self.workers, self.caps.get("parts", self.workers)), min([needed, *self.caps.values()]))
 
     @property
     def suggested_range(self) -> Optional[tuple[int, int]]:
@@ -116,7 +119,7 @@ class Capacity:
 
     @property
     def binding(self) -> Optional[str]:
-        """What stops more workers from helping: cpus | memory | disk | None (the model's own count)."""
+        """What stops more workers from helping: cpus | memory | disk | parts | None (the model's own count)."""
         if self.needed is None:
             return None
         tightest = min(self.caps, key=self.caps.__getitem__) if self.caps else None
@@ -184,10 +187,13 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
         caps["memory"] = workers + math.floor(0.5 * system.mem_available_bytes / figures.memory)
     if saturated_disks(window, settings.disk_util_percent, settings.disk_await_ms):
         caps["disk"] = workers
+    parts, parts_source = source_parts(window, loader, settings)
+    if parts is not None:  # an iterable source: a worker beyond its parts gets nothing
+        caps["parts"] = max(1, parts)
     per_rank = allowed / ranks if allowed else None
     return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, pace,
                     by_cpus, needed, caps, missing, needed_range,
-                    window.shown_advice.get(advice_key(loader)))  # fmt: skip
+                    window.shown_advice.get(advice_key(loader)), ranks, parts_source)  # fmt: skip
 
 
 def advice_key(loader: LoaderSample) -> tuple[int, str]:

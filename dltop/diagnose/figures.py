@@ -177,16 +177,32 @@ def input_bound_wait(loader: LoaderSample, settings: Settings) -> Optional[float
 
 
 def loader_change(loader: LoaderSample, **changes: object) -> str:
-    """The keyword arguments to set, paste-ready, and which DataLoader they go in: its dataset's
-    class as the job's code spells it and the line that builds it, where dltop found them; and
-    the values they replace, where known."""
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in changes.items())
-    which = f"the DataLoader over {loader.dataset}" if loader.dataset else "the DataLoader"
-    where = f" ({loader.built_at})" if loader.built_at else ""
+    """The change to make, paste-ready, where the user makes it: the keyword arguments of the
+    DataLoader (its dataset's class as the job's code spells it and the line that builds it), or of
+    the library call that builds it (timm's create_loader, transformers' TrainingArguments and its
+    dataloader_num_workers), or the command-line flag the script reads the count from; and the
+    values they replace, where known."""
     current = {"num_workers": loader.num_workers, "persistent_workers": loader.persistent_workers,
                "pin_memory": loader.pin_memory}  # fmt: skip
     was = ", ".join(f"{k}={current[k]!r}" for k in changes if current.get(k) is not None)
-    return f"{kwargs}  # in {which}{where}" + (f"; now {was}" if was else "")
+    now = f"; now {was}" if was else ""
+    over = f" over {loader.dataset}" if loader.dataset else ""
+    where = f" ({loader.built_at})" if loader.built_at else ""
+    builder = loader.built_by if loader.built_by and loader.built_by != "DataLoader" else None
+    workers = changes.get("num_workers")
+    if workers is not None and set(changes) == {"num_workers"} and loader.workers_flag:
+        # the script reads the count from its command line: that is what the user edits
+        passes = f"{loader.built_at} passes it to {loader.built_by} as {loader.workers_keyword}" if (
+            loader.built_at) else f"the script passes it to {loader.built_by} as {loader.workers_keyword}"  # fmt: skip
+        return f"{loader.workers_flag} {workers} on the command line  # {passes}{now}"
+    if builder is not None:
+        # a library builds the DataLoader: the change goes in the user's call to it, its keywords
+        # spelt as that call spells num_workers (transformers: dataloader_num_workers, _pin_memory...)
+        prefix = (loader.workers_keyword or "num_workers").removesuffix("num_workers")
+        kwargs = ", ".join(f"{prefix}{k}={v!r}" for k, v in changes.items())
+        return f"{kwargs}  # in {builder}(...){where}, which builds the DataLoader{over}{now}"
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in changes.items())
+    return f"{kwargs}  # in the DataLoader{over}{where}{now}"
 
 
 TWIN_STEP_MS = 20.0
@@ -231,3 +247,63 @@ def _bench_config(settings: Mapping[str, object]) -> str:
     """'num_workers=4,persistent_workers=True' (dltop.bench.config syntax; unknown settings left out)."""
     return ",".join(f"{k}={v}" for k, v in settings.items() if v is not None and (k == "num_workers" or
                                                                                  settings["num_workers"]))  # fmt: skip
+
+
+def _worker_activities(snap: Snapshot, pids: frozenset[int]) -> dict[int, bool]:
+    """{worker pid: busy} for the workers among ``pids`` whose stack at this tick says what they do."""
+    return {p.pid: p.activity in BUSY for p in snap.processes if p.pid in pids and p.stack and p.activity != "unknown"}
+
+
+def _alive_workers(snap: Snapshot, trainer_pid: int, dataset: Optional[str]) -> Optional[int]:
+    """How many workers this loader had alive at this tick (None where it had none: between epochs)."""
+    loader = next((x for x in snap.loaders if x.trainer_pid == trainer_pid and x.dataset == dataset), None)
+    return len(loader.worker_pids) or None if loader is not None else None
+
+
+@dataclass(frozen=True)
+class Starving:
+    """Workers of an iterable loader that get no part of its source: idle ones (persistent workers,
+    told their part is done) and, under non-persistent workers, those torch shut down for it."""
+
+    idle_pids: list[int]
+    ended: int  # workers fewer than num_workers for most of the window: ended early, their part done
+
+    @property
+    def count(self) -> int:
+        return len(self.idle_pids) + self.ended
+
+
+def starving_workers(window: Window, loader: LoaderSample, settings: Settings) -> Starving:
+    """An iterable dataset splits its source among the workers (get_worker_info): a worker with no
+    part stops at once. Torch then leaves a persistent worker idle, and shuts a non-persistent one
+    down while its siblings go on; both show here, against siblings that work."""
+    if loader.dataset_kind != "iterable" or loader.num_workers < 2:
+        return Starving([], 0)
+    busy: dict[int, list[bool]] = {}
+    for tick in window.per_tick(_worker_activities, frozenset(loader.worker_pids)):
+        for pid, fetching in tick.items():
+            busy.setdefault(pid, []).append(fetching)
+    shares = {pid: sum(seen) / len(seen) for pid, seen in busy.items() if len(seen) >= settings.starving_min_stacks}
+    idle = sorted(pid for pid, share in shares.items() if share == 0)
+    working = [share for pid, share in shares.items() if pid not in idle]
+    if not working or sum(working) / len(working) * 100 < settings.starving_siblings_busy_percent:
+        return Starving([], 0)
+    alive = [n for n in window.per_tick(_alive_workers, loader.trainer_pid, loader.dataset) if n is not None]
+    typical = sorted(alive)[len(alive) // 2] if alive else loader.num_workers
+    ended = max(0, loader.num_workers - typical) if not loader.persistent_workers else 0
+    return Starving(idle, ended)
+
+
+def source_parts(window: Window, loader: LoaderSample, settings: Settings) -> tuple[Optional[int], Optional[str]]:
+    """(parts, how known) of an iterable loader's source: counted by the collector, else what its
+    starving workers imply — torch's convention (webdataset's split_by_worker, datasets' shards)
+    deals parts round-robin, so with k of N workers starving there are N - k."""
+    if loader.dataset_kind != "iterable":
+        return None, None
+    if loader.parts is not None:
+        return loader.parts, loader.parts_source
+    starving = starving_workers(window, loader, settings)
+    if starving.count:
+        parts = loader.num_workers - starving.count
+        return parts, f"{starving.count} of its {loader.num_workers} workers get no data"
+    return None, loader.parts_source

@@ -53,6 +53,13 @@ def _startup_storm(cause: Finding, symptom: Finding) -> bool:
     return (cause.evidence.get("starting_workers_percent") or 0) >= STARTUP_STORM_PERCENT
 
 
+def _waiting_rank(cause: Finding, symptom: Finding) -> bool:
+    """A rank that waits for the straggler at every collective: its own figures say little of its loader."""
+    waiting = set(cause.evidence.get("waiting_trainer_pids") or ())
+    trainers = {_trainer_of(symptom), *(symptom.evidence.get("trainer_pids") or ())} - {None}
+    return bool(trainers) and trainers <= waiting
+
+
 def _bus_error(cause: Finding, symptom: Finding) -> bool:
     return symptom.evidence.get("signal") == signal.Signals.SIGBUS.name
 
@@ -60,6 +67,7 @@ def _bus_error(cause: Finding, symptom: Finding) -> bool:
 # symptom id -> [(cause id, does this cause explain this symptom)], the likeliest cause first
 EXPLAINS: dict[str, list[tuple[str, Explains]]] = {
     "input-bound": [
+        ("rank-straggler", _waiting_rank),
         ("worker-hung", _same_trainer),
         ("worker-died", _same_trainer),
         ("disk-saturated", _binds("disk")),
@@ -67,12 +75,14 @@ EXPLAINS: dict[str, list[tuple[str, Explains]]] = {
         ("workers-respawning", _no_shortfall),
     ],
     "gpu-underutilized": [
+        ("rank-straggler", _waiting_rank),
         ("worker-hung", _on_gpu),
         ("trainer-stalled", _on_gpu),
         ("worker-died", _on_gpu),
         ("input-bound", _on_gpu),
         ("workers-respawning", _on_gpu),
     ],
+    "too-many-workers": [("rank-straggler", _waiting_rank)],
     "worker-died": [("shm-low", _bus_error)],
     "cpu-oversubscribed": [("workers-respawning", _startup_storm)],
 }
@@ -86,7 +96,14 @@ BECAUSE = {
     "input-bound": "the trainer waits for data",
     "workers-respawning": "workers start again every epoch (and take the CPUs doing so)",
     "shm-low": "/dev/shm is full",
+    "rank-straggler": "this rank waits at every collective for the straggler, trainer {pids}",
 }
+# findings that name their own cause among the others (the straggler rank's input-bound, hung
+# worker, CPUs...): a cause of the same trainer, the likeliest first
+NAMES_CAUSE: dict[str, tuple[str, ...]] = {
+    "rank-straggler": ("worker-hung", "worker-died", "trainer-stalled", "disk-saturated", "cpu-oversubscribed",
+                       "worker-starving", "workers-respawning", "input-bound"),
+}  # fmt: skip
 STARTUP_STORM_PERCENT = 25.0  # start-up share of the trainer's time above which its CPU is start-up's
 
 
@@ -100,8 +117,23 @@ def relate(findings: list[Finding]) -> list[Finding]:
             because = BECAUSE[cause.id].format(pids=", ".join(map(str, cause.pids)))
             detail = f"A consequence of {cause.id}: {because}."
             finding = dataclasses.replace(finding, explained_by=cause.id, detail=detail, suggestion="", bench_args=None)
-        related.append(finding)
+        related.append(_with_own_cause(finding, findings))
     return sorted(related, key=_order)
+
+
+def _with_own_cause(finding: Finding, findings: list[Finding]) -> Finding:
+    """The finding with its own cause named (``evidence["cause"]``, a sentence in its detail)."""
+    trainer = _trainer_of(finding)
+    for cause_id in NAMES_CAUSE.get(finding.id, ()):
+        cause = next((f for f in findings if f.id == cause_id and f is not finding and (
+            _trainer_of(f) == trainer or trainer in f.pids)), None)  # fmt: skip
+        if cause is not None:
+            evidence = {**finding.evidence, "cause": cause.id}
+            detail = f"{finding.detail} Its own cause: {cause.title} ({cause.id})."
+            # read before its cause: it says why that cause matters beyond its own trainer
+            impact = max(finding.impact, cause.impact + 1e-6)
+            return dataclasses.replace(finding, evidence=evidence, detail=detail, impact=impact)
+    return finding
 
 
 def _cause_of(symptom: Finding, findings: list[Finding]) -> Optional[Finding]:

@@ -26,6 +26,7 @@ from dltop.model.vocabulary import (
     STILL_NOTICE_S,
     WAITING,
     Activity,
+    DatasetKind,
     Phase,
     Role,
     Severity,
@@ -39,5 +40,5 @@ __all__ = [
     "SCHEMA", "DiskSample", "ExitedWorker", "Finding", "Frame", "GpuProcess", "GpuSample", "JobInfo",
     "LoaderSample", "Pending", "Placement", "ProcessSample", "Snapshot", "SystemSample", "TrainerTime",
     "snapshot_from_dict", "JOB_ROLES", "PHASES", "ROLES", "SEVERITIES", "STILL_NOTICE_S", "WAITING",
-    "Activity", "Phase", "Role", "Severity", "is_stuck", "most_severe", "severity_rank", "still_for",
+    "Activity", "DatasetKind", "Phase", "Role", "Severity", "is_stuck", "most_severe", "severity_rank", "still_for",
 ]  # fmt: skip

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dltop.model.vocabulary import PHASES, Activity, Phase, Role, Severity
+from dltop.model.vocabulary import PHASES, Activity, DatasetKind, Phase, Role, Severity
 
 SCHEMA = "dltop.snapshot/1"
 
@@ -34,12 +34,25 @@ class Frame:
 @dataclass(frozen=True)
 class Placement:
     """Where a trainer runs in a fleet, read from outside the job: torchrun's environment
-    (RANK, LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID) and, in a Kubernetes pod, its cgroup."""
+    (RANK, LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID, MASTER_ADDR:PORT; Slurm's SLURM_PROCID)
+    and, in a Kubernetes pod, its cgroup."""
 
     rank: Optional[int] = None
     local_rank: Optional[int] = None
     world_size: Optional[int] = None
     run_id: Optional[str] = None
+    master: Optional[str] = None  # MASTER_ADDR:MASTER_PORT, which every rank of one run shares
+
+    @property
+    def run(self) -> Optional[str]:
+        """What every rank of one training run shares, on any node: torchrun's run id, else its
+        rendezvous address with the world size; None for a trainer that is no rank."""
+        if self.run_id:
+            return self.run_id
+        if self.master and self.world_size:
+            return f"{self.master}/{self.world_size}"
+        return None
+
     namespace: Optional[str] = None
     pod: Optional[str] = None
     container: Optional[str] = None
@@ -134,6 +147,16 @@ class LoaderSample:
     dataset: Optional[str] = None  # the Dataset's class, from a worker's _worker_loop arguments
     built_at: Optional[str] = None  # "file:line" of the DataLoader(...) call, where dltop found it
     batch_size: Optional[int] = None  # from a worker's _worker_loop arguments (a batch's indices)
+    dataset_kind: Optional[DatasetKind] = None  # map | iterable, from _worker_loop's arguments or fetcher
+    # an iterable dataset splits its source into parts (shards, files) among workers: how many
+    # there are where dltop could learn it, and from what (parts_source, in words)
+    parts: Optional[int] = None
+    parts_source: Optional[str] = None
+    # "file:line" of the call the user owns that sets its worker count, and how: the call
+    # (DataLoader, create_loader, TrainingArguments), its keyword, the command-line flag it reads
+    built_by: Optional[str] = None
+    workers_keyword: Optional[str] = None
+    workers_flag: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,10 @@ PHASES: dict[Phase, str] = {
     "running": "running_percent",
 }
 
+# how a DataLoader's workers get their data: indices into a map-style Dataset (any worker can
+# fetch any sample), or their own part of an IterableDataset's source (shards, files, ranges)
+DatasetKind = Literal["map", "iterable"]
+
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")  # most severe first
 

@@ -1,4 +1,5 @@
-"""What the trainer itself said about its workers, when its output goes to a file.
+"""What the trainer itself said about its workers, when its output goes to a file: workers that
+died, and the parts a streaming dataset has when its workers outnumber them.
 
 When a worker dies torch raises in the trainer: "DataLoader worker (pid 123) is killed by
 signal: Killed." or "... exited unexpectedly with exit code 1". If the trainer's stdout/stderr
@@ -13,12 +14,29 @@ import os
 import re
 import signal
 import stat
+from typing import Optional
 
 TAIL_BYTES = 64 << 10
 _KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\.")
 _EXITED = re.compile(r"DataLoader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)")
 _EXITED_PIDS = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly")
 _SIGNALS = {signal.strsignal(s): int(s) for s in signal.Signals if signal.strsignal(s)}
+# what streaming-dataset libraries say when workers outnumber the parts of the source:
+# Hugging Face datasets (the count), webdataset's empty check (only that there are fewer)
+_HF_SHARDS = re.compile(r"Too many dataloader workers: (\d+) \(max is dataset\.num_shards=(\d+)\)")
+_WDS_FEWER = "perhaps you have fewer shards than workers"
+
+
+def parse_shard_limit(text: str) -> tuple[Optional[int], Optional[str]]:
+    """(the parts the source has, the library's words) from the newest such message; (None, words)
+    when it only says there are fewer parts than workers; (None, None) when none."""
+    counts = _HF_SHARDS.findall(text)
+    if counts:
+        workers, shards = counts[-1]
+        return int(shards), f"the trainer's log: datasets' num_shards={shards} for {workers} workers"
+    if _WDS_FEWER in text:
+        return None, "the trainer's log: webdataset found no samples, 'fewer shards than workers'"
+    return None, None
 
 
 def parse_worker_errors(text: str) -> dict:
@@ -32,7 +50,7 @@ def parse_worker_errors(text: str) -> dict:
 class TrainerLogs:
     def __init__(self) -> None:
         self._fds: dict = {}  # trainer pid -> [fd]
-        self._parsed: dict = {}  # fd -> (size when parsed, codes)
+        self._parsed: dict = {}  # fd -> (size when parsed, codes, shard limit)
 
     def attach(self, pid: int) -> None:
         if pid in self._fds:
@@ -51,8 +69,19 @@ class TrainerLogs:
         self._fds[pid] = fds
 
     def worker_errors(self, pid: int) -> dict:
-        """Re-reads a log's tail only when it grew: one fstat per tick otherwise."""
         codes: dict = {}
+        for _, found, _ in self._read(pid):
+            codes.update(found)
+        return codes
+
+    def shard_limit(self, pid: int) -> tuple[Optional[int], Optional[str]]:
+        """What a streaming-dataset library told the trainer's log about its parts (parse_shard_limit)."""
+        limits = [limit for _, _, limit in self._read(pid) if limit != (None, None)]
+        return limits[-1] if limits else (None, None)
+
+    def _read(self, pid: int) -> list:
+        """Each log's parsed tail, re-read only when it grew: one fstat per tick otherwise."""
+        parsed = []
         for fd in self._fds.get(pid, ()):
             try:
                 size = os.fstat(fd).st_size
@@ -60,9 +89,9 @@ class TrainerLogs:
                 continue
             if self._parsed.get(fd, (None,))[0] != size:
                 text = os.pread(fd, TAIL_BYTES, max(0, size - TAIL_BYTES)).decode(errors="replace")
-                self._parsed[fd] = (size, parse_worker_errors(text))
-            codes.update(self._parsed[fd][1])
-        return codes
+                self._parsed[fd] = (size, parse_worker_errors(text), parse_shard_limit(text))
+            parsed.append(self._parsed[fd])
+        return parsed
 
     def tail(self, pid: int, max_bytes: int = TAIL_BYTES) -> str:
         """The last ``max_bytes`` of the trainer's log (stdout and stderr files), "" when its output

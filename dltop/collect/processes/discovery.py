@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from dltop.collect import procfs
-from dltop.collect.processes.placement import ENV_KEYS
+from dltop.collect.processes.placement import ENV_KEYS, RANK_KEYS
 from dltop.errors import DltopError
 from dltop.redact import redact_command
 
@@ -285,8 +285,8 @@ class Discovery:
 
     def _own_rank(self, pid: int) -> bool:
         """A rank of its own (Lightning's subprocess ranks): its rank variables differ from its parent's."""
-        own = self.rank_env(pid)
-        return bool(own) and own != self.rank_env(self._ppid(pid))
+        own = {k: v for k, v in self.rank_env(pid).items() if k in RANK_KEYS}
+        return bool(own) and own != {k: v for k, v in self.rank_env(self._ppid(pid)).items() if k in RANK_KEYS}
 
     def worker_start_method(self, pid: int, names_expected: bool) -> Optional[str]:
         """How this process was started if it is a DataLoader worker, else None.

@@ -1,6 +1,9 @@
 """Where a trainer runs in a fleet, read from outside the job.
 
-- torchrun's environment variables: RANK, LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID.
+- torchrun's environment variables: RANK, LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID, and the
+  rendezvous MASTER_ADDR:MASTER_PORT that DeepSpeed's and Accelerate's launchers set too; under
+  Slurm's ``srun`` (no torch variables) SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS and the job and
+  step ids, which every task of one step shares.
 - A container: its id from the last component of the process's cgroup path (containerd, CRI-O,
   Docker name it ``cri-containerd-<id>.scope``, ``crio-<id>.scope``, ``docker-<id>.scope`` or a
   bare ``<id>``). The container's *name* is not visible from outside: only the kubelet knows it.
@@ -24,7 +27,11 @@ from dltop.collect import procfs
 from dltop.model import Placement
 
 # the only variables dltop reads of a job's environment (besides HOSTNAME in a pod): never a secret
-ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")
+# which rank a process is: a process whose own differ from its parent's is a rank of its own (a
+# job may set MASTER_* in os.environ, which spawn workers inherit: those do not tell)
+RANK_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")
+ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT",
+            "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID")  # fmt: skip
 NAMESPACE_FILE = "var/run/secrets/kubernetes.io/serviceaccount/namespace"
 CONTAINER_ID_DIGITS = 12  # as `docker ps` and `crictl ps` show an id
 _CONTAINER_ID = re.compile(r"(?:^|[-:])([0-9a-f]{64})(?:\.scope)?$")
@@ -35,12 +42,15 @@ def _int(value: Optional[str]) -> Optional[int]:
 
 
 def from_environment(env: dict) -> Placement:
-    """torchrun's variables (an unset one is None)."""
+    """torchrun's variables, else Slurm's (an unset one is None)."""
+    master = f"{env['MASTER_ADDR']}:{env.get('MASTER_PORT', '')}" if env.get("MASTER_ADDR") else None
+    slurm_step = f"slurm-{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '0')}" if env.get("SLURM_JOB_ID") else None
     return Placement(
-        rank=_int(env.get("RANK")),
-        local_rank=_int(env.get("LOCAL_RANK")),
-        world_size=_int(env.get("WORLD_SIZE")),
-        run_id=env.get("TORCHELASTIC_RUN_ID") or None,
+        rank=_int(env.get("RANK", env.get("SLURM_PROCID"))),
+        local_rank=_int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID"))),
+        world_size=_int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS"))),
+        run_id=env.get("TORCHELASTIC_RUN_ID") or (slurm_step if master is None else None),
+        master=master,
     )
 
 
