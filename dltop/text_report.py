@@ -26,7 +26,7 @@ def render(snapshot: Snapshot) -> str:
         f"  {job.cmdline}",
     ]
     if job.launcher_pid:
-        lines.append(f"  launcher {job.launcher_pid}, trainers (ranks) {', '.join(map(str, job.trainer_pids))}")
+        lines.append(f"  launcher {job.launcher_pid}, trainers (ranks) {', '.join(_ranks(snapshot))}")
     if system:
         quota = f", quota {system.cpu_quota:g}" if system.cpu_quota else ""
         lines.append(
@@ -60,8 +60,10 @@ def render(snapshot: Snapshot) -> str:
         )
     lines.append("")
     for loader in snapshot.loaders:
+        kind = f" · {loader.dataset_kind} dataset {loader.dataset or ''}".rstrip() if loader.dataset_kind else ""
+        parts = f" · {loader.parts_source}" if loader.parts_source else ""
         lines.append(
-            f"loader of trainer {loader.trainer_pid}: {loader.num_workers} workers ({loader.start_method})"
+            f"loader of trainer {loader.trainer_pid}{kind}{parts}: {loader.num_workers} workers ({loader.start_method})"
             f" · respawns {loader.worker_respawns} · exited {len(loader.workers_exited)}"
             f" · pin_memory {_tri(loader.pin_memory)} · persistent_workers {_tri(loader.persistent_workers)}"
         )
@@ -96,6 +98,18 @@ def render(snapshot: Snapshot) -> str:
     if snapshot.stacks_status not in ("ok", "off"):
         lines.append(f"stacks: {snapshot.stacks_status}" + (f" ({snapshot.stacks_fix})" if snapshot.stacks_fix else ""))
     return "\n".join(lines)
+
+
+def _ranks(snapshot: Snapshot) -> list[str]:
+    """Each trainer as ``12345 (rank 1)``, the rank holding its run back marked."""
+    by_pid = {p.pid: p for p in snapshot.processes}
+    slowest = {pid for f in snapshot.findings if f.id == "rank-straggler" for pid in f.pids}
+    named = []
+    for pid in snapshot.job.trainer_pids:
+        rank = by_pid[pid].rank if pid in by_pid else None
+        mark = ", the slowest" if pid in slowest else ""
+        named.append(f"{pid} (rank {rank}{mark})" if rank is not None else str(pid))
+    return named
 
 
 def _findings(snapshot: Snapshot) -> list:

@@ -82,7 +82,7 @@ def _trainer_values(job_pid: int, pid: int, sample: Optional[ProcessSample]) -> 
         text(place.rank),
         text(place.local_rank),
         text(place.world_size),
-        text(place.run_id),
+        text(place.run),  # torchrun's run id, else the rendezvous: what every rank of the run shares
         text(place.namespace),
         text(place.pod),
         text(place.container),

@@ -156,6 +156,8 @@ class NodeCollector:
                         "start_method": loader.start_method,
                         "persistent_workers": _flag(loader.persistent_workers),
                         "pin_memory": _flag(loader.pin_memory),
+                        "dataset_kind": text(loader.dataset_kind),
+                        "parts": text(loader.parts),
                     },
                 )
                 alive.add_metric(values, len(loader.worker_pids))

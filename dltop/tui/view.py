@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -169,7 +170,7 @@ class Row:
     key: str  # the pid (and "x" for an exited worker)
     pid: int
     cells: dict  # column key -> text
-    alert: Optional[str] = None  # hung | dead | exited: the row must stand out
+    alert: Optional[str] = None  # hung | dead | exited | straggler: the row must stand out
     group: tuple = ()  # (trainer pid, role order, pid): trainers, each followed by its workers
     metrics: tuple = (0.0, 0, 0.0)  # (cpu %, private memory, read bytes/s) to sort by
 
@@ -208,13 +209,15 @@ def _process_row(p: ProcessSample, taken: datetime, snapshot: Snapshot) -> Row:
     rank = f" r{p.rank}" if p.rank is not None and p.role == "trainer" else ""
     role = f"{p.role}{rank}" if p.role in ("trainer", "launcher") else f" └ {p.role}"
     alert = None
+    if _named(snapshot, p.pid, ("rank-straggler",)):
+        role, alert = f"slowest{rank}", "straggler"  # the rank that sets the run's pace (10 columns)
     activity: str = p.activity if p.activity != "unknown" else ""
     still = still_for(p)
     if p.activity == "waiting-for-data" and (p.stuck_s or 0) >= STILL_NOTICE_S:
         activity = f"waiting {clock(p.stuck_s or 0)}"  # the trainer is not at fault: its workers are
     elif p.activity == "stuck" or (still is not None and still >= STILL_NOTICE_S):
         activity = f"STUCK {clock(p.stuck_s or 0)}"
-    if _named_hung(snapshot, p.pid):
+    if _named(snapshot, p.pid, FAULTS_HUNG):
         alert = "hung"
     if p.state == "zombie":  # exited, its parent has not reaped it yet
         alert = "dead" if (p.exit_code or 0) != 0 else "exited"
@@ -241,8 +244,9 @@ def _uss(p: ProcessSample) -> str:
     return human_bytes(p.uss_bytes)
 
 
-def _named_hung(snapshot: Snapshot, pid: int) -> bool:
-    return any(f.id in FAULTS_HUNG and pid in f.pids for f in snapshot.findings)
+def _named(snapshot: Snapshot, pid: int, ids: Collection[str]) -> bool:
+    """A finding of one of these ids names the process."""
+    return any(f.id in ids and pid in f.pids for f in snapshot.findings)
 
 
 def _exited_row(w: ExitedWorker) -> Row:

@@ -37,7 +37,8 @@ BADGE_STYLE = {
     "exited": "bold white on blue",
 }
 RIGHT_ALIGNED = ("pid", "cpu", "rss", "uss", "fds", "read", "age")
-ALERT_RICH = {"hung": Style(color="red", bold=True), "dead": Style(color="red", bold=True), "exited": Style(dim=True)}
+ALERT_RICH = {"hung": Style(color="red", bold=True), "dead": Style(color="red", bold=True), "exited": Style(dim=True),
+              "straggler": Style(color="yellow", bold=True)}  # fmt: skip
 HEADER_RICH = Style(bold=True, underline=True)
 CURSOR_RICH = Style(reverse=True)
 CURSOR_BLUR_RICH = Style(underline=True)
