@@ -15,13 +15,14 @@ from tests.support import TRAIN, Job
 
 @pytest.fixture
 def start_job(tmp_path: Path):
-    """start_job(*train.py args, launcher=None) -> Job, with its ground-truth report directory."""
+    """start_job(*train.py args, launcher=None, script=train.py) -> Job, with its ground-truth report
+    directory (its stderr goes to stderr.txt there: a log file, as under nohup or Slurm)."""
     jobs: list = []
 
-    def start(*args: str, launcher: Optional[list] = None, env: Optional[dict] = None) -> Job:
+    def start(*args: str, launcher: Optional[list] = None, env: Optional[dict] = None, script: Path = TRAIN) -> Job:
         report = tmp_path / f"report-{len(jobs)}"
         report.mkdir()
-        command = [*(launcher or [sys.executable]), str(TRAIN), "--report", str(report), *args]
+        command = [*(launcher or [sys.executable]), str(script), "--report", str(report), *args]
         proc = subprocess.Popen(
             command,
             start_new_session=True,
