@@ -256,6 +256,23 @@ def dataset_kind(frames: list) -> Optional[DatasetKind]:
     return None
 
 
+# locals in which a streaming library keeps a worker's own shards (Hugging Face datasets'
+# IterableDataset._iter_pytorch: shards_indices, dealt round-robin among the workers)
+_SHARD_LOCALS = ("shards_indices", "shard_indices")
+_INT_LIST = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]|\[\s*\]")
+
+
+def shard_indices(local_vars: dict) -> Optional[list[int]]:
+    """The shard indices a worker was dealt, where its library keeps them in a local that py-spy
+    shows whole (an empty list: a worker with no shard); None where none shows."""
+    for values in local_vars.values():
+        for name in _SHARD_LOCALS:
+            value = values.get(name) if isinstance(values, dict) else None
+            if isinstance(value, str) and _INT_LIST.fullmatch(value.strip()):
+                return [int(i) for i in re.findall(r"\d+", value)]
+    return None
+
+
 def worker_loop_config(local_vars: dict) -> dict:
     """num_workers, persistent_workers, worker_id, batch_size, dataset_kind from ``_worker_loop``'s
     locals (a full dump: ``py-spy dump --locals``); keys whose value py-spy did not show are left out."""
@@ -263,6 +280,9 @@ def worker_loop_config(local_vars: dict) -> dict:
     config: dict = {}
     if str(loop.get("dataset_kind")) in _KIND_VALUES:
         config["dataset_kind"] = _KIND_VALUES[str(loop["dataset_kind"])]
+    shards = shard_indices(local_vars)
+    if shards is not None:
+        config["shard_indices"] = shards
     for name in ("num_workers", "worker_id"):
         if str(loop.get(name, "")).isdigit():
             config[name] = int(loop[name])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from dltop.collect.processes.shards import parts_from_indices, shard_pattern
 from dltop.diagnose import diagnose
 from dltop.frames import dataset_kind, make_frame, worker_loop_config
 from tests.windows import STACK, bound_window
@@ -88,3 +89,18 @@ def test_the_dataset_kind_is_read_from_the_fetcher_or_the_worker_loop_arguments(
     assert dataset_kind(iterable) == "iterable" and dataset_kind(IDLE_STACK) is None
     assert worker_loop_config({"_worker_loop": {"dataset_kind": "1"}}) == {
         "dataset_kind": "iterable"}  # fmt: skip
+
+
+def test_the_parts_are_counted_from_the_shards_each_worker_was_dealt_once_all_showed_theirs():
+    local_vars = {"_iter_pytorch": {"shards_indices": "[1, 3]"}, "_worker_loop": {"worker_id": "1"}}
+    assert worker_loop_config(local_vars)["shard_indices"] == [1, 3]
+    dealt = [{"shard_indices": [0, 2]}, {"shard_indices": [1, 3]}, {"shard_indices": []}]
+    assert parts_from_indices(dealt, 3)[0] == 4
+    assert parts_from_indices(dealt[:2], 3) == (None, None)  # a worker not read yet may hold the last
+
+
+def test_a_shard_file_is_a_numbered_data_file_and_its_siblings_share_its_name():
+    pattern = shard_pattern("/data/train-000017.tar")
+    assert pattern is not None and pattern.match("train-000003.tar") and not pattern.match("val-000003.tar")
+    assert shard_pattern("/venv/lib/python3.11/site-packages/x/data-1.bin") is None
+    assert shard_pattern("/data/train.tar") is None and shard_pattern("/data/train-1.py") is None

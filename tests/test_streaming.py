@@ -68,5 +68,7 @@ def test_datasets_streaming_tells_its_shards_in_the_trainers_log(start_job):
     report = _report(job, 2, "10")
     (loader,) = report["loaders"]
     assert loader["dataset_kind"] == "iterable" and loader["parts"] == 2, loader
-    assert "num_shards=2" in loader["parts_source"]
+    # from datasets' warning in the log, or the shard indices its workers were dealt (when the third
+    # worker, dealt none, was read before torch shut it down)
+    assert "num_shards=2" in loader["parts_source"] or "2 shards dealt" in loader["parts_source"], loader
     assert [f for f in report["findings"] if (f["evidence"].get("suggested_workers") or 0) > 2] == []

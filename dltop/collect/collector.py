@@ -17,7 +17,7 @@ from dltop.collect.host.system import SystemSampler
 from dltop.collect.processes.discovery import PIN_THREAD_COMMS, WORKER_COMMS, Discovery, JobTree
 from dltop.collect.processes.loaders import loader_key, split_loaders
 from dltop.collect.processes.placement import PlacementReader
-from dltop.collect.processes.shards import ShardFiles
+from dltop.collect.processes.shards import ShardFiles, parts_from_indices
 from dltop.collect.processes.stats import ProcessSampler, iso
 from dltop.collect.procfs import thread_names
 from dltop.collect.stacks.sampler import StackSampler
@@ -322,8 +322,9 @@ class Collector:
             dataset = _class_name(group.config.get("dataset"))
             site = self._loader_site(trainer, dataset)
             kind = self._dataset_kind(group.config, group.worker_pids or [trainer], by_pid)
+            dealt = parts_from_indices([configs.get(p) for p in group.worker_pids], group.config.get("num_workers", 0))
             parts, parts_source = (
-                self._iterable_parts(trainer, dataset, group.worker_pids or [trainer])
+                self._iterable_parts(trainer, dataset, group.worker_pids or [trainer], dealt)
                 if kind == "iterable"
                 else (None, None)
             )
@@ -360,12 +361,13 @@ class Collector:
             return config["dataset_kind"]
         return next((k for p in pids if p in by_pid and (k := dataset_kind(by_pid[p].stack or []))), None)
 
-    def _iterable_parts(self, trainer: int, dataset: Optional[str], pids: list) -> tuple:
-        """(parts, where counted) of an iterable loader's source: the shard files its workers (or its
-        trainer, with num_workers=0) hold open, else what its library told the trainer's log.
-        Once known, a count stays (a log's message scrolls away, a shard is closed between files)."""
+    def _iterable_parts(self, trainer: int, dataset: Optional[str], pids: list, dealt: tuple) -> tuple:
+        """(parts, where counted) of an iterable loader's source: the shard indices its workers were
+        dealt (``dealt``), the shard files its workers (or its trainer, with num_workers=0) hold open,
+        else what its library told the trainer's log. Once known, a count stays (a log's message
+        scrolls away, a shard is closed between files)."""
         key = (trainer, dataset or "")
-        found = self.shards.parts(key, pids)
+        found = dealt if dealt[0] is not None else self.shards.parts(key, pids)
         if found[0] is None:
             found = self.logs.shard_limit(trainer)
         if found != (None, None):

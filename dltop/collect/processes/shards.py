@@ -104,3 +104,15 @@ def _count_siblings(pid: int, files: set[str]) -> tuple[Optional[int], Optional[
             example = os.path.basename(mine[0])
             best = (count, f"{count} shard files like {directory}/{example}")
     return best
+
+
+def parts_from_indices(configs: list[Optional[dict]], num_workers: int) -> tuple[Optional[int], Optional[str]]:
+    """(parts, how known) from the shard indices each worker was dealt (frames.shard_indices, at
+    its first dump): dealt round-robin, the highest index of all the workers is the last part.
+    Only once every worker showed its own: a worker not read yet may hold the highest."""
+    dealt = [c["shard_indices"] for c in configs if c and "shard_indices" in c]
+    if not num_workers or len(dealt) < num_workers:
+        return None, None
+    indices = {i for shards in dealt for i in shards}
+    parts = max(indices) + 1 if indices else 0
+    return parts, f"{parts} shards dealt to the {num_workers} workers (the dataset's shard indices)"
