@@ -58,6 +58,7 @@ def test_webdataset_workers_beyond_the_shards_are_found_starving(start_job, shar
     served = {r["pid"] for r in job.records("served")}  # the truth: the workers that delivered a sample
     # non-persistent workers: torch shut the one with no shard down while the two with one go on
     assert len(served) == 2 and starving["evidence"]["ended_early"] == 1, (starving["evidence"], served)
+    assert not set(starving["evidence"]["starving_pids"]) & served  # one seen leaving is one that never served
     advised = [f["evidence"]["suggested_workers"] for f in report["findings"] if f["id"] == "input-bound"]
     assert all((n or 0) <= 2 for n in advised), advised
 

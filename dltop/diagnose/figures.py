@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from dltop.diagnose.window import Window
@@ -267,10 +267,15 @@ class Starving:
 
     idle_pids: list[int]
     ended: int  # workers fewer than num_workers for most of the window: ended early, their part done
+    ended_pids: list[int] = field(default_factory=list)  # those of them seen exit, while seen
 
     @property
     def count(self) -> int:
         return len(self.idle_pids) + self.ended
+
+    @property
+    def pids(self) -> list[int]:
+        return sorted(self.idle_pids + self.ended_pids)
 
 
 def starving_workers(window: Window, loader: LoaderSample, settings: Settings) -> Starving:
@@ -291,19 +296,21 @@ def starving_workers(window: Window, loader: LoaderSample, settings: Settings) -
     alive = [n for n in window.per_tick(_alive_workers, loader.trainer_pid, loader.dataset) if n is not None]
     typical = sorted(alive)[len(alive) // 2] if alive else loader.num_workers
     ended = max(0, loader.num_workers - typical) if not loader.persistent_workers else 0
-    return Starving(idle, ended)
+    # the workers seen leave cleanly while the trainer ran: the newest ones are those of this epoch
+    left = sorted((w for w in loader.workers_exited if w.cause == "ended" and w.trainer_running),
+                  key=lambda w: w.gone_at)  # fmt: skip
+    return Starving(idle, ended, sorted(w.pid for w in left[-ended:]) if ended else [])
 
 
 def source_parts(window: Window, loader: LoaderSample, settings: Settings) -> tuple[Optional[int], Optional[str]]:
-    """(parts, how known) of an iterable loader's source: counted by the collector, else what its
-    starving workers imply — torch's convention (webdataset's split_by_worker, datasets' shards)
-    deals parts round-robin, so with k of N workers starving there are N - k."""
+    """(parts, how known) of an iterable loader's source: the fewest of what the collector counted
+    and what its starving workers imply — torch's convention (webdataset's split_by_worker,
+    datasets' shards) deals parts round-robin, so with k of N workers starving there are N - k (a
+    directory may hold more shards than the loader reads)."""
     if loader.dataset_kind != "iterable":
         return None, None
-    if loader.parts is not None:
-        return loader.parts, loader.parts_source
     starving = starving_workers(window, loader, settings)
-    if starving.count:
-        parts = loader.num_workers - starving.count
-        return parts, f"{starving.count} of its {loader.num_workers} workers get no data"
-    return None, loader.parts_source
+    implied = loader.num_workers - starving.count if starving.count else None
+    if implied is not None and (loader.parts is None or implied < loader.parts):
+        return implied, f"{starving.count} of its {loader.num_workers} workers get no data"
+    return loader.parts, loader.parts_source

@@ -23,8 +23,9 @@ def worker_starving(window: Window, settings: Settings) -> list[Finding]:
             continue
         parts, how = source_parts(window, loader, settings)
         workers = loader.num_workers
-        who = (f"worker(s) {', '.join(map(str, starving.idle_pids))} idle" if starving.idle_pids
-               else f"{starving.ended} worker(s) shut down early")  # fmt: skip
+        idle = f"worker(s) {', '.join(map(str, starving.idle_pids))} idle" if starving.idle_pids else ""
+        ended = ", ".join(map(str, starving.ended_pids)) or f"{starving.ended} worker(s)"
+        who = " and ".join(filter(None, (idle, f"{ended} shut down early" if starving.ended else "")))
         has = f"it has {parts} part(s) ({how})" if parts is not None else "it has fewer parts than workers"
         useful = parts if parts is not None else workers - starving.count
         findings.append(
@@ -36,12 +37,12 @@ def worker_starving(window: Window, settings: Settings) -> list[Finding]:
                 detail=f"{loader.dataset or 'The dataset'} is an IterableDataset: each worker reads its own part of"
                 f" the source, and {has}. Workers beyond the parts hold memory and a process and deliver"
                 " nothing; more of them will not make the trainer wait less.",
-                pids=[loader.trainer_pid, *starving.idle_pids],
+                pids=[loader.trainer_pid, *starving.pids],
                 evidence={
                     "trainer_pid": loader.trainer_pid,
                     "dataset": loader.dataset,
                     "num_workers": workers,
-                    "starving_pids": starving.idle_pids,
+                    "starving_pids": starving.pids,
                     "ended_early": starving.ended,
                     "parts": parts,
                     "parts_source": how,

@@ -101,8 +101,9 @@ def _count_siblings(pid: int, files: set[str]) -> tuple[Optional[int], Optional[
         count = sum(1 for s in siblings if pattern is not None and pattern.match(s))
         count = max(count, len(mine))
         if best[0] is None or count > best[0]:
-            example = os.path.basename(mine[0])
-            best = (count, f"{count} shard files like {directory}/{example}")
+            example = os.path.basename(sorted(mine)[0])
+            # the directory may hold more than the loader reads (a subset of a range): say how many were seen read
+            best = (count, f"{count} shard files like {directory}/{example}, {len(mine)} of them seen read")
     return best
 
 
