@@ -8,6 +8,11 @@
 * series per watched 8-worker job (cardinality), from the exposition;
 * /metrics response time: median and p90 of --scrapes scrapes, two jobs watched.
 
+The exporter is scraped every 15 s while it is measured, as Prometheus would (its rendering is
+part of its cost). ``--ranks R --workers W``: each job is an R x W job under a real torchrun
+(tests/perf/scale_job.py) instead of one 8-worker job; for a sweep of shapes with the live view
+and htop side by side, see tests/perf/scale_node.py.
+
 The exporter follows every job on the machine: the script says how many it saw, so a stray job
 of someone else's shows. Run it alone: flock -x /tmp/dltop-cpu.lock python tests/perf/bench_exporter.py
 """
@@ -22,14 +27,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 from bench_live_cost import in_tmux, measure
 from common import ROOT, start_job
+from scale_job import ScaleJob
 
 JOB_ARGS = ("--workers", "8", "--persistent", "--sample-ms", "2", "--step-ms", "20")
+SCRAPE_EVERY_S = 15.0  # Prometheus' usual scrape interval
 
 
 class Exporter:
@@ -56,14 +64,39 @@ class Exporter:
         self.proc.wait(timeout=30)
 
 
+class Scraper(threading.Thread):
+    """Scrapes the exporter every ``SCRAPE_EVERY_S`` from its start, as Prometheus does."""
+
+    def __init__(self, exporter: Exporter) -> None:
+        super().__init__(daemon=True)
+        self.exporter, self.stopping, self.times_ms = exporter, threading.Event(), []
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            began = time.perf_counter()
+            try:
+                self.exporter.scrape()
+                self.times_ms.append(1000 * (time.perf_counter() - began))
+            except OSError:
+                pass
+            self.stopping.wait(SCRAPE_EVERY_S)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=15)
+
+
 def exporter_cpu(directory: Path, seconds: float) -> tuple:
     """(share of a core from its start, the same over the next --seconds, jobs it followed) of a
     fresh exporter at its default interval: the first includes the start-up (each new worker's
     first dump reads its loader settings), as the live view's figure does."""
     exporter = Exporter(directory / f"exporter-{time.monotonic_ns()}.txt")
+    scraper = Scraper(exporter)
+    scraper.start()
     try:
         return measure(exporter.proc.pid, seconds), measure(exporter.proc.pid, seconds), exporter.jobs()
     finally:
+        scraper.stop()
         exporter.close()
 
 
@@ -86,6 +119,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--scrapes", type=int, default=200)
+    parser.add_argument("--ranks", type=int, default=0, help="each job R x W under torchrun (0: one plain job)")
+    parser.add_argument("--workers", type=int, default=8, help="workers per rank")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # killed: still stop the jobs (finally)
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {time.ctime()}")
@@ -97,12 +132,16 @@ def main() -> None:
             for count in (1, 2):
                 report = directory / f"job-{count}"
                 report.mkdir()
-                jobs.append(start_job(report, *JOB_ARGS))
-                jobs[-1].wait_workers(8, timeout=180)
+                if args.ranks:
+                    jobs.append(ScaleJob(report, args.ranks, args.workers))
+                    jobs[-1].start()
+                else:
+                    jobs.append(start_job(report, "--workers", str(args.workers), *JOB_ARGS[2:]))
+                    jobs[-1].wait_workers(args.workers, timeout=180)
                 time.sleep(3)
                 tools = {
                     f"live view, {count} job(s) running": lambda: (
-                        in_tmux(f"{sys.executable} -m dltop --pid {jobs[0].pid}", args.seconds)[0],
+                        sum(in_tmux(f"{sys.executable} -m dltop --pid {jobs[0].pid}", args.seconds)[0]),
                     ),
                     f"exporter, {count} job(s)": lambda: exporter_cpu(directory, args.seconds),
                 }
@@ -115,7 +154,9 @@ def main() -> None:
                             shares.setdefault(f"{name}, steady", []).append(steady[0])
                             note = f", then {steady[0]:.2f}% (it followed {steady[1]} job(s))"
                         print(f"  round {round_no + 1} {name}: {share:.2f}%{note}", flush=True)
-            print(f"\n8-worker jobs, {args.seconds:.0f} s x {args.rounds}, py-spy children counted")
+            shape = f"{args.ranks} x {args.workers}-worker" if args.ranks else f"{args.workers}-worker"
+            print(f"\n{shape} jobs, {args.seconds:.0f} s x {args.rounds}, py-spy children counted, scraped every "
+                  f"{SCRAPE_EVERY_S:.0f} s")  # fmt: skip
             print(f"{'what':<34} {'median % of a core':>18}  runs")
             for name, runs in shares.items():
                 print(f"{name:<34} {statistics.median(runs):>18.2f}  {', '.join(f'{s:.2f}' for s in runs)}")
@@ -128,7 +169,7 @@ def main() -> None:
                 time.sleep(12)  # both jobs found and ticked
                 text = exporter.scrape()
                 counts = [series_per_job(text, job.pid) for job in jobs]
-                print(f"\nseries per 8-worker job: {counts} ({exporter.jobs()} job(s) followed)")
+                print(f"\nseries per {shape} job: {counts} ({exporter.jobs()} job(s) followed)")
                 times = response_ms(exporter, args.scrapes)
                 p90 = times[int(0.9 * len(times))]
                 print(f"/metrics response: median {statistics.median(times):.2f} ms, p90 {p90:.2f} ms "
@@ -137,7 +178,7 @@ def main() -> None:
                 exporter.close()
         finally:
             for job in jobs:
-                os.killpg(job.pid, signal.SIGKILL)
+                job.stop()  # every process group of the job (torchrun's ranks have their own)
 
 
 if __name__ == "__main__":

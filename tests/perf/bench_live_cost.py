@@ -1,4 +1,7 @@
 """What watching one 16-worker job costs, dltop beside htop (run by hand; needs tmux and htop):
+(``--ranks R --workers W``: an R x W job under a real torchrun instead, the live view on its
+launcher, tests/perf/scale_job.py; for a sweep of shapes with every watcher side by side, see
+tests/perf/scale_node.py)
 
 * `htop` in tmux (its default delay, 1.5 s);
 * the live view `dltop --pid P` in tmux (default interval, 1 s; stacks on), and the same with
@@ -32,6 +35,7 @@ from typing import Optional
 
 import psutil
 from common import ROOT, start_job
+from scale_job import ScaleJob
 
 TICK = os.sysconf("SC_CLK_TCK")
 WARMUP_S = 5.0
@@ -162,6 +166,8 @@ def main() -> None:
                         help="the live view at these --interval values too (tools live-NS), e.g. 1.5")  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="also profile the live view once (py-spy on dltop)")
     parser.add_argument("--profile-out", help="keep the profile's folded stacks in this file")
+    parser.add_argument("--ranks", type=int, default=0, help="an R x W job under torchrun (0: one plain job)")
+    parser.add_argument("--workers", type=int, default=16, help="workers per rank")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # killed: still stop the job (finally)
     labels = {"htop": "htop (delay 1.5 s)", "live": "dltop --pid (live view)",
@@ -169,9 +175,15 @@ def main() -> None:
               "snapshot-no-stacks": "dltop snapshot --no-stacks", "snapshot": "dltop snapshot"}  # fmt: skip
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} before the job; {time.ctime()}")
     with tempfile.TemporaryDirectory() as report:
-        job = start_job(Path(report), "--workers", "16", "--persistent", "--sample-ms", "2", "--step-ms", "20")
+        if args.ranks:
+            job = ScaleJob(Path(report), args.ranks, args.workers).start()
+            shape = f"{args.ranks} x {args.workers}-worker job under torchrun ({job.processes} processes)"
+        else:
+            job = start_job(Path(report), "--workers", str(args.workers), "--persistent", "--sample-ms", "2",
+                            "--step-ms", "20")  # fmt: skip
+            shape = f"{args.workers}-worker job"
         try:
-            job.wait_workers(16, timeout=180)
+            job.wait_workers(max(1, args.ranks) * args.workers, timeout=180)
             time.sleep(3)
             tools = {
                 "htop": lambda: in_tmux("htop", args.seconds),
@@ -195,7 +207,7 @@ def main() -> None:
                     shares[name].append((own + children, own, children))
                     print(f"  round {round_no + 1} {name}: {own + children:.2f}% (own {own:.2f}, children "
                           f"{children:.2f})", flush=True)  # fmt: skip
-            print(f"\n16-worker job, {args.seconds:.0f} s x {args.rounds}, children counted; load now "
+            print(f"\n{shape}, {args.seconds:.0f} s x {args.rounds}, children counted; load now "
                   f"{os.getloadavg()[0]:.2f}")  # fmt: skip
             htop = statistics.median(s[0] for s in shares["htop"]) if shares.get("htop") else None
             print(f"{'tool':<32} {'median % of a core':>18} {'own':>5} {'children':>8} {'runs':<24} {'× htop':>7}")
@@ -213,7 +225,7 @@ def main() -> None:
                 for part, count in parts.most_common():
                     print(f"  {part:<42} {100 * count / total:5.1f}% of dltop's own samples")
         finally:
-            os.killpg(job.pid, signal.SIGKILL)
+            job.stop()  # every process group of the job (torchrun's ranks have their own)
 
 
 if __name__ == "__main__":
