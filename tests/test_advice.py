@@ -296,10 +296,10 @@ def test_a_suggestion_holds_while_the_wait_stays_within_its_noise():
 
 
 def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(start_job):
-    """The demo's input-bound job watched live for 25 s: the suggestion shown moves at most once (as
+    """The demo's input-bound job watched live for 20 s: the suggestion shown moves at most once (as
     its evidence firms up past the noise it was first shown within), never back and forth, and says
     what it replaced. Two
-    separate 15 s reports (as the issue's user took) never contradict each other: both ask for more
+    separate 12 s reports (as the issue's user took) never contradict each other: both ask for more
     workers, and their ranges share a count (their data waits differ by more than their samples'
     error on a loaded 2-core machine, so one count each is not promised)."""
     import json
@@ -313,7 +313,7 @@ def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(
     loop = open_loop(job.pid)
     shown, details = [], []
     try:
-        for _ in range(25):
+        for _ in range(20):
             snap = loop.step()
             found = [f for f in snap.findings if f.id == "input-bound"]
             shown += [f.evidence["suggested_workers"] for f in found]
@@ -327,7 +327,7 @@ def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(
         assert f"It said {shown[changes[0] - 1]} until" in details[changes[0]], details[changes[0]]
     reports = []
     for _ in range(2):
-        result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "15", "--json")
+        result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "12", "--json")
         (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "input-bound"]
         reports.append(finding["evidence"])
     assert all(r["suggested_workers"] > r["num_workers"] for r in reports), reports

@@ -19,7 +19,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 DDP_JOB = ("--ddp", "--workers", "1", "--persistent", "--batch-size", "4", "--sample-ms", "1", "--step-ms", "20")
 
 
-def _report(job, seconds: str = "12") -> dict:
+def _report(job, seconds: str = "10") -> dict:
     job.wait_workers(2, timeout=120)
     result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", seconds, "--json", timeout=120)
     assert result.returncode == 0, result.stderr
@@ -54,6 +54,8 @@ def test_a_balanced_ddp_run_has_no_straggler(start_job):
     report = _report(job, "8")
     trainers = [p for p in report["processes"] if p["role"] == "trainer"]
     assert len(trainers) == 2 and all(p["placement"]["run_id"] for p in trainers)
+    # both ranks' waits are trusted (the rule judged them), and alike
+    assert all(loader["trainer_time"]["samples"] >= 30 for loader in report["loaders"]), report["loaders"]
     assert [f for f in report["findings"] if f["id"] == "rank-straggler"] == []
 
 
@@ -98,3 +100,13 @@ def test_a_run_is_told_by_its_run_id_or_its_rendezvous_and_world_size():
     rendezvous = Placement(rank=0, world_size=2, master="10.0.0.1:29500")
     assert list(runs(_two_ranks(10.0, 80.0, placement=rendezvous)[-1])) == ["10.0.0.1:29500/2"]
     assert list(runs(_two_ranks(10.0, 80.0)[-1])) == ["run-a"]
+
+
+def test_what_fixing_the_straggler_is_worth_stops_where_the_cpus_do():
+    window = _two_ranks(10.0, 80.0)
+    tight = [dataclasses.replace(s, system=dataclasses.replace(s.system, cpus_allowed=6.0)) for s in window]
+    (straggler,) = [f for f in diagnose(tight) if f.id == "rank-straggler"]
+    evidence = straggler.evidence
+    assert evidence["run_speedup_by_pace"] == round(1 / (1 - 0.80 + 0.10), 2)
+    assert evidence["run_speedup"] == evidence["run_speedup_by_cpus"] < evidence["run_speedup_by_pace"]
+    assert "the CPUs the job may use stop it there" in straggler.detail

@@ -25,7 +25,7 @@ def shards(tmp_path_factory) -> str:
     return str(folder)
 
 
-def _report(job, workers: int, seconds: str = "10") -> dict:
+def _report(job, workers: int, seconds: str = "8") -> dict:
     job.wait_workers(workers, timeout=90)
     result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", seconds, "--json", timeout=120)
     assert result.returncode == 0, result.stderr
@@ -50,7 +50,7 @@ def test_webdataset_one_worker_waiting_is_advised_no_more_workers_than_shards(st
 def test_webdataset_workers_beyond_the_shards_are_found_starving(start_job, shards):
     job = start_job("--shards-dir", shards, "--shards", "2", "--workers", "3", "--decode-ms", "8", "--step-ms", "1",
                     "--no-empty-check", script=JOBS / "wds_job.py")  # fmt: skip
-    report = _report(job, 2, "12")
+    report = _report(job, 2, "10")
     (loader,) = report["loaders"]
     assert loader["dataset_kind"] == "iterable"
     (starving,) = [f for f in report["findings"] if f["id"] == "worker-starving"]
@@ -66,7 +66,7 @@ def test_webdataset_workers_beyond_the_shards_are_found_starving(start_job, shar
 def test_datasets_streaming_tells_its_shards_in_the_trainers_log(start_job):
     job = start_job("--streaming", "--num-shards", "2", "--workers", "3", "--rows", "60000", "--row-ms", "2",
                     script=JOBS / "hf_job.py", env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})  # fmt: skip
-    report = _report(job, 2, "10")
+    report = _report(job, 2)
     (loader,) = report["loaders"]
     assert loader["dataset_kind"] == "iterable" and loader["parts"] == 2, loader
     # from datasets' warning in the log, or the shard indices its workers were dealt (when the third

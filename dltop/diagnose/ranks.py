@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
+from dltop.diagnose.capacity import capacities
 from dltop.diagnose.figures import trusted_wait, wait_error
 from dltop.diagnose.window import Window
 from dltop.frames import sync_point
@@ -71,12 +72,14 @@ def rank_straggler(window: Window, settings: Settings) -> list[Finding]:
         noise = settings.advice_spread_errors * math.hypot(slowest.error, median.error)
         if gap * 100 < settings.straggler_gap_percent or gap <= noise:
             continue
-        findings.append(_finding(window, run, slowest, others, median, len(trainers)))
+        by_cpus = next((c.speedup_cpus for c in capacities(window, settings) if c.loader.trainer_pid ==
+                        slowest.trainer_pid), None)  # fmt: skip
+        findings.append(_finding(window, run, slowest, others, median, len(trainers), by_cpus))
     return findings
 
 
 def _finding(window: Window, run: str, slowest: RankWait, others: list[RankWait], median: RankWait,
-             ranks: int) -> Finding:  # fmt: skip
+             ranks: int, by_cpus: Optional[float]) -> Finding:  # fmt: skip
     waiting = frozenset(w.trainer_pid for w in others)
     points: Counter[str] = Counter()
     for tick in window.per_tick(_sync_points, waiting):
@@ -88,8 +91,12 @@ def _finding(window: Window, run: str, slowest: RankWait, others: list[RankWait]
         if where
         else "their stacks name no collective, but every rank waits for the slowest at each one"
     )
-    # one step of the run = the straggler's; fixed, it would take what the others need of their own
-    speedup = 1 / max(1 - slowest.wait + median.wait, 0.05)
+    # one step of the run = the straggler's; fixed, it would take what the others need of their own,
+    # as far as the CPUs the job may use carry every rank (capacity.py's model: all of it scales)
+    by_pace = 1 / max(1 - slowest.wait + median.wait, 0.05)
+    speedup = max(1.0, min(by_pace, by_cpus)) if by_cpus is not None else by_pace
+    limit = (f" (the CPUs the job may use stop it there; its own pace would allow {by_pace:.2f}x)"
+             if speedup < by_pace else "")  # fmt: skip
     name = f"rank {slowest.rank}" if slowest.rank is not None else f"trainer {slowest.trainer_pid}"
     return Finding(
         id="rank-straggler",
@@ -98,7 +105,7 @@ def _finding(window: Window, run: str, slowest: RankWait, others: list[RankWait]
         f" {slowest.wait * 100:.0f}%, the other {len(others)} rank(s) {median.wait * 100:.0f}%",
         detail=f"Ranks of one run wait for each other at every collective, so the run goes at {name}'s pace. The"
         f" other ranks spend that time waiting for it: {meanwhile}. Their DataLoaders are not the problem."
-        f" Fixing {name}'s input would make the whole run up to {speedup:.2f}x faster.",
+        f" Fixing {name}'s input would make the whole run up to {speedup:.2f}x faster{limit}.",
         pids=[slowest.trainer_pid],
         evidence={
             "run": run,
@@ -119,6 +126,8 @@ def _finding(window: Window, run: str, slowest: RankWait, others: list[RankWait]
             "waiting_trainer_pids": sorted(waiting),
             "waiting_in": where,
             "run_speedup": round(speedup, 2),
+            "run_speedup_by_pace": round(by_pace, 2),
+            "run_speedup_by_cpus": round(by_cpus, 2) if by_cpus is not None else None,
         },
         suggestion=f"Fix {name}'s input first (its own finding below says how): every rank speeds up with it",
         impact=slowest.wait - median.wait,
