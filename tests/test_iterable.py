@@ -104,3 +104,11 @@ def test_a_shard_file_is_a_numbered_data_file_and_its_siblings_share_its_name():
     assert pattern is not None and pattern.match("train-000003.tar") and not pattern.match("val-000003.tar")
     assert shard_pattern("/venv/lib/python3.11/site-packages/x/data-1.bin") is None
     assert shard_pattern("/data/train.tar") is None and shard_pattern("/data/train-1.py") is None
+
+
+def test_parts_counted_from_a_directory_but_not_all_seen_read_carry_a_caveat():
+    window = _iterable(bound_window(80.0, workers=1, cpu=100.0), parts=4, source="4 shard files like /d/train-0.tar")
+    window = [dataclasses.replace(s, loaders=[dataclasses.replace(s.loaders[0], parts_seen=1)]) for s in window]
+    finding = _input_bound(diagnose(window))
+    more = finding.evidence["suggested_workers"]
+    assert 1 < more <= 4 and "saw 1 read: check it reads them all" in finding.detail

@@ -351,6 +351,7 @@ class Collector:
                     dataset_kind=kind,
                     parts=parts,
                     parts_source=parts_source,
+                    parts_seen=self.shards.seen((trainer, dataset or "")) if parts is not None else None,
                 )
             )
         return loaders

@@ -232,11 +232,19 @@ def _across_ranks(cap: Capacity, per_rank: int) -> str:
 
 
 def _parts_needed(cap: Capacity, workers: int) -> str:
-    """An iterable source whose parts dltop could not count: the count holds only if there are enough."""
-    if cap.loader.dataset_kind != "iterable" or "parts" in cap.caps:
+    """An iterable source whose parts dltop could not count, or counted from a directory that may
+    hold more than the loader reads: the count holds only if there are enough."""
+    loader = cap.loader
+    if loader.dataset_kind != "iterable":
         return ""
-    return (f" An IterableDataset gives each worker its own part of the source (shards, files): {workers} workers"
+    need = (f" An IterableDataset gives each worker its own part of the source (shards, files): {workers} workers"
             f" need at least {workers} parts, or the extra ones get nothing (webdataset stops the job).")  # fmt: skip
+    if "parts" not in cap.caps:
+        return need
+    seen = loader.parts_seen
+    if seen is not None and seen < workers and cap.parts_source == loader.parts_source:
+        return f"{need} dltop counted {loader.parts} files like its shards, saw {seen} read: check it reads them all."
+    return ""
 
 
 def _reshard(cap: Capacity) -> Optional[str]:

@@ -43,6 +43,7 @@ class _Source:
     files: set[str] = field(default_factory=set)  # shard files seen open, over time
     parts: Optional[int] = None
     where: Optional[str] = None
+    seen: int = 0  # of the parts, the files seen open
 
 
 class ShardFiles:
@@ -54,7 +55,8 @@ class ShardFiles:
         self._sources: dict[tuple[int, str], _Source] = {}
 
     def parts(self, key: tuple[int, str], worker_pids: list[int]) -> tuple[Optional[int], Optional[str]]:
-        """(parts, where they were counted, in words), re-read at most every EVERY_S."""
+        """(parts, where they were counted, in words), re-read at most every EVERY_S; ``seen``
+        tells how many of them were seen open."""
         source = self._sources.setdefault(key, _Source())
         now = self._clock()
         if worker_pids and now - source.read_at >= EVERY_S:
@@ -62,8 +64,14 @@ class ShardFiles:
             for pid in worker_pids:
                 source.files.update(_open_shards(pid))
             if source.files:
-                source.parts, source.where = _count_siblings(worker_pids[0], source.files)
+                source.parts, source.where, source.seen = _count_siblings(worker_pids[0], source.files)
         return source.parts, source.where
+
+    def seen(self, key: tuple[int, str]) -> Optional[int]:
+        """Of the parts counted from a directory, how many its workers were seen read (a directory
+        may hold more shards than the loader reads: the count is then an upper bound)."""
+        source = self._sources.get(key)
+        return source.seen if source is not None and source.parts is not None else None
 
     def forget_except(self, trainers: set[int]) -> None:
         for key in [k for k in self._sources if k[0] not in trainers]:
@@ -88,9 +96,9 @@ def _open_shards(pid: int) -> set[str]:
     return found
 
 
-def _count_siblings(pid: int, files: set[str]) -> tuple[Optional[int], Optional[str]]:
-    """The largest family of shards the files belong to: (its size, "dir/pattern (N files)")."""
-    best: tuple[Optional[int], Optional[str]] = (None, None)
+def _count_siblings(pid: int, files: set[str]) -> tuple[Optional[int], Optional[str], int]:
+    """The largest family of shards the files belong to: (its size, in words, how many were seen open)."""
+    best: tuple[Optional[int], Optional[str], int] = (None, None, 0)
     for directory in sorted({os.path.dirname(f) for f in files}):
         mine = [f for f in files if os.path.dirname(f) == directory]
         pattern = shard_pattern(mine[0])
@@ -103,7 +111,7 @@ def _count_siblings(pid: int, files: set[str]) -> tuple[Optional[int], Optional[
         if best[0] is None or count > best[0]:
             example = os.path.basename(sorted(mine)[0])
             # the directory may hold more than the loader reads (a subset of a range): say how many were seen read
-            best = (count, f"{count} shard files like {directory}/{example}, {len(mine)} of them seen read")
+            best = (count, f"{count} shard files like {directory}/{example}, {len(mine)} of them seen read", len(mine))
     return best
 
 
