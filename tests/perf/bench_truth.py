@@ -5,6 +5,7 @@
     python tests/perf/bench_truth.py --list                    # cell names
     python tests/perf/bench_truth.py --cell 'spawn-nonp-short-*' --cell imagenet
     python tests/perf/bench_truth.py --subset compat --job-python /work/venv-torch24/bin/python
+    python tests/perf/bench_truth.py --subset libs --out /tmp/truth-libs   # real libraries (~35 min)
 
 Cells: start method (fork | spawn | forkserver) x persistent or not x epoch length (short: 10
 batches; long: no epoch end in the window) x num_workers 0 / 1 / 2 / 4 x load (cpu: 5 ms of CPU
@@ -13,6 +14,14 @@ workers renamed to "python" (issue 10 §3) and the imagenet-like job (truth_jobs
 Each cell prints dltop's figure beside the job's own truth, ✓/✗ per check (truth_checks.py),
 and for cells marked "apply" reruns the job with dltop's suggested settings and compares the
 job's own batch rate before and after (nothing attached while rates are measured).
+``--subset libs`` runs jobs built on the real libraries (tests/perf/jobs, issue 29 §4): torchrun
+DDP (gloo) with one slow rank and with balanced ranks, webdataset over tar shards (as many workers
+as shards, more with empty_check=False, more with the default check), Hugging Face datasets
+map-style (set_transform) and streaming (to_iterable_dataset(num_shards=2) under 4 workers), timm's
+create_loader (in its own venv, --timm-python), and a loop inside a Jupyter kernel (ipykernel).
+Truth per trainer: the job's clock, py-spy at 50 Hz on each trainer, worker pids, which workers
+served samples, the job's own rate with nothing attached; advice applied as medians of 3 short runs
+before and after (alternating), nothing attached.
 Cells hold /tmp/dltop-cpu.lock exclusively, up to 5 min at a stretch (others' tests run in between).
 """
 
@@ -34,7 +43,18 @@ from pathlib import Path
 from typing import Optional
 
 import truth_observe as observe
-from truth_checks import Check, Shape, advice, check_cell, finding, train_loader
+from truth_checks import (
+    Check,
+    LibShape,
+    LibTruth,
+    Shape,
+    advice,
+    check_cell,
+    check_lib,
+    check_run_speedup,
+    finding,
+    train_loader,
+)
 
 LOCK = "/tmp/dltop-cpu.lock"
 LOADS = {
@@ -191,6 +211,9 @@ class Run:
     lock: CpuLock
     apply: bool
     pyspy_rates: tuple = ()
+    timm_python: str = "/work/venv-timm/bin/python"  # the timm job's own venv (torch 2.14, timm)
+    wds_dir: str = "/tmp/truth-wds"  # webdataset shards, made once
+    timm_dir: str = "/tmp/truth-timm"  # an ImageFolder of JPEGs for timm, made once
 
 
 def run_cell(c: Cell, run: Run, scratch: Path) -> Outcome:
@@ -458,6 +481,302 @@ def _imagenet_rate(run: Run, scratch: Path, images: Path, workers: int, threads:
         observe.stop(job)
 
 
+# -- jobs on the real libraries (issue 29 §4) ----------------------------------------------------
+
+JOBS_DIR = Path(__file__).resolve().parent / "jobs"
+LIB_RATE_S = 8.0  # the job's own rate, nothing attached, over this long
+APPLY_RUNS = 3  # before and after, alternating: medians of these
+PYSPY_HZ = 50
+
+
+@dataclass(frozen=True)
+class LibCell:
+    name: str
+    job: str  # ddp | wds | hf | timm | notebook
+    shape: LibShape
+    knobs: tuple = ()
+    apply: bool = False
+    expect_failure: Optional[str] = None  # the job must fail, its error saying this
+    expect_log: Optional[str] = None  # the library must write this to stderr
+    # webdataset: the folder the shards are in, under --wds-dir: "k2" holds just the 2 the job
+    # reads; "" the 4 written (a job reading some shards of a folder: train and val side by side)
+    shard_folder: str = "k2"
+
+    def command(self, run: Run, report: Path, workers: Optional[int] = None) -> list:
+        workers = self.shape.workers if workers is None else workers
+        common = ["--report", str(report), "--workers", str(workers), *self.knobs]
+        if self.job == "ddp":
+            return [run.job_python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                    str(self.shape.ranks), str(JOBS_DIR / "ddp_job.py"), *common]  # fmt: skip
+        if self.job == "wds":
+            folder = str(Path(run.wds_dir) / self.shard_folder)
+            return [run.job_python, str(JOBS_DIR / "wds_job.py"), "--shards-dir", folder, *common]
+        if self.job == "timm":
+            return [run.timm_python, str(JOBS_DIR / "timm_job.py"), "--data-dir", run.timm_dir, *common]
+        return [run.job_python, str(JOBS_DIR / f"{self.job}_job.py"), *common]
+
+
+def lib_matrix() -> list:
+    ddp = ("--sample-ms", "2", "--batch-size", "8")
+    iterable = dict(dataset_kind="iterable", parts=2)
+    return [
+        LibCell("ddp-balanced-w1", "ddp", LibShape(1, ranks=2), ddp, apply=True),
+        LibCell(
+            "ddp-slow-r1-w1",
+            "ddp",
+            LibShape(1, ranks=2, slow_rank=1),
+            (*ddp, "--slow-rank", "1", "--slow-factor", "4"),
+            apply=True,
+        ),
+        LibCell("wds-k2-w2", "wds", LibShape(2, **iterable), ("--shards", "2"), apply=True),
+        LibCell("wds-k2-w4-noempty", "wds", LibShape(4, **iterable), ("--shards", "2", "--no-empty-check"), apply=True),
+        LibCell(
+            "wds-k2-w4-emptycheck",
+            "wds",
+            LibShape(4, **iterable),
+            ("--shards", "2"),
+            expect_failure="No samples found in dataset; perhaps you have fewer shards than workers",
+        ),
+        LibCell("wds-k2of4-w2", "wds", LibShape(2, **iterable), ("--shards", "2"), shard_folder=""),
+        LibCell("hf-map-w1", "hf", LibShape(1), (), apply=True),
+        LibCell(
+            "hf-stream-m2-w4",
+            "hf",
+            LibShape(4, **iterable),
+            ("--streaming", "--num-shards", "2"),
+            apply=True,
+            expect_log="Too many dataloader workers: 4 (max is dataset.num_shards=2). Stopping 2 dataloader workers.",
+        ),
+        LibCell("timm-j1", "timm", LibShape(1, persistent=True), (), apply=True),
+        LibCell("notebook-w2", "notebook", LibShape(2), (), apply=True),
+    ]
+
+
+def lib_setup(c: LibCell, run: Run) -> None:
+    """The data a job reads, written once (outside the CPU lock: nothing is measured)."""
+    import subprocess
+
+    if c.job == "wds" and not all((Path(run.wds_dir) / f"train-{i:04d}.tar").exists() for i in range(4)):
+        subprocess.run([run.job_python, str(JOBS_DIR / "wds_job.py"), "--make-shards", run.wds_dir, "--shards", "4"],
+                       check=True)  # fmt: skip
+    if c.job == "wds" and c.shard_folder:
+        shards = int(c.knobs[c.knobs.index("--shards") + 1])
+        folder = Path(run.wds_dir) / c.shard_folder
+        folder.mkdir(exist_ok=True)
+        for i in range(shards):
+            if not (folder / f"train-{i:04d}.tar").exists():
+                os.link(Path(run.wds_dir) / f"train-{i:04d}.tar", folder / f"train-{i:04d}.tar")
+    if c.job == "timm" and not any(Path(run.timm_dir).glob("class*/*.jpg")):
+        subprocess.run([run.timm_python, str(JOBS_DIR / "timm_job.py"), "--make-images", run.timm_dir], check=True)
+
+
+def run_lib_cell(c: LibCell, run: Run, scratch: Path) -> Outcome:
+    began = time.monotonic()
+    outcome = Outcome(c.name)
+    try:
+        lib_setup(c, run)
+    except Exception as failure:  # noqa: BLE001 (a missing library or venv: the cell's error)
+        outcome.error = f"setup: {failure}"[-800:]
+        return outcome
+    with run.lock.measuring():
+        began = time.monotonic()  # the cell's own time, not the wait for the lock
+        job = observe.start_command(scratch / c.name, c.command(run, scratch / c.name))
+        try:
+            if c.expect_failure:
+                outcome.checks = [_expected_failure(c, job)]
+            else:
+                _observe_lib(c, run, scratch, job, outcome)
+        except (AssertionError, RuntimeError) as failure:
+            outcome.error = str(failure)[-800:]
+        except Exception:  # noqa: BLE001 (a report shaped otherwise than the checks expect: this cell's error)
+            import traceback
+
+            outcome.error = traceback.format_exc()[-800:]
+        finally:
+            observe.stop(job)
+    outcome.seconds = round(time.monotonic() - began, 1)
+    return outcome
+
+
+def _expected_failure(c: LibCell, job) -> Check:
+    code = observe.exit_of(job, 120)
+    errors = job.records("error")
+    message = errors[0]["message"] if errors else observe._tail(job.report / "stderr.txt")
+    line = next((ln for ln in message.splitlines() if c.expect_failure.split(";")[0] in ln), message.strip()[-160:])
+    return Check(
+        "job fails", "-", f"exit {code}: {line.strip()[:160]}", code not in (None, 0) and c.expect_failure in message
+    )
+
+
+def _observe_lib(c: LibCell, run: Run, scratch: Path, job, outcome: Outcome) -> None:
+    views = observe.wait_trainers(job, c.shape.ranks)
+    time.sleep(run.warmup)
+    pollers = [observe.Poller(view) for view in views]
+    for poller in pollers:
+        poller.start()
+    try:
+        target = views[0].pid if c.job == "notebook" else job.pid  # the kernel; the launcher or trainer
+        seen = observe.snapshot_views(target, views, pollers, run.duration, run.dltop_python)
+        spied = observe.pyspy_in_next_many(list(zip(views, pollers)), run.duration, PYSPY_HZ) if seen.snapshot else []
+    finally:
+        for poller in pollers:
+            poller.stop()
+    if seen.snapshot is None:
+        outcome.error = seen.error
+        return
+    unattached = observe.rate_over(views[0], LIB_RATE_S)
+    stderr = observe._tail(job.report / "stderr.txt", 200_000)
+    truth = LibTruth(
+        seen.truths,
+        {view.pid: view.rank for view in views},
+        starving=_starving(job) if c.shape.dataset_kind == "iterable" else set(),
+        exited=_exited(views, pollers, seen.truths),
+        stderr=stderr,
+        pyspy={view.pid: found for view, found in zip(views, spied)},
+        spans={view.pid: _span_shares(poller, seen.truths[view.pid]) for view, poller in zip(views, pollers)},
+    )
+    outcome.checks = check_lib(seen.snapshot, truth, c.shape)
+    if c.expect_log:
+        logged = c.expect_log in stderr
+        outcome.checks.append(Check("library says", "-", "logged" if logged else "not logged", logged))
+    outcome.excerpt = lib_excerpt(seen.snapshot)
+    outcome.truth = {
+        "trainers": {
+            f"rank {view.rank} ({view.pid})": {
+                **truth_dict(seen.truths[view.pid]),
+                "spans_percent": truth.spans[view.pid],
+                "pyspy_50hz": truth.pyspy[view.pid],
+            }
+            for view in views
+        },
+        "starving_workers": sorted(truth.starving),
+        "exited_workers": sorted(truth.exited),
+        "batches_per_s_unattached": round(unattached, 2) if unattached else None,
+        "library_log": [ln for ln in stderr.splitlines() if "Too many dataloader workers" in ln][:2],
+    }  # fmt: skip
+    if c.apply and run.apply:
+        outcome.applied = apply_lib(c, run, scratch, job, seen.snapshot)
+
+
+def _starving(job) -> set:
+    """Workers that never served a sample (no served-<pid>.json), alive or not: the loader's workers
+    of this run (long epochs: the first epoch's set)."""
+    served = {r["pid"] for r in job.records("served")}
+    return {r["pid"] for r in job.records("worker")} - served
+
+
+def _exited(views: list, pollers: list, truths: dict) -> set:
+    """Workers no longer running at the window's end (a zombie until torch joins it, or reaped)."""
+    gone = set()
+    for view, poller in zip(views, pollers):
+        _, tree = observe.tree_near(poller.poll.trees, truths[view.pid].ended)
+        gone |= {r["pid"] for r in view.records("worker")} - set(tree)
+    return gone
+
+
+def _span_shares(poller, truth) -> dict:
+    """{span: percent of the window} from the clock's named spans (DDP: backward, the all-reduce)."""
+    records = [r for r in poller.poll.timings if truth.began <= r["at"] <= truth.ended]
+    if len(records) < 2 or records[-1]["total_s"] <= records[0]["total_s"]:
+        return {}
+    first, last = records[0].get("spans") or {}, records[-1].get("spans") or {}
+    total = records[-1]["total_s"] - records[0]["total_s"]
+    return {k: round(100 * (last[k] - first.get(k, 0.0)) / total, 1) for k in last}
+
+
+def lib_excerpt(report: dict) -> dict:
+    loaders = []
+    for loader in report.get("loaders", []):
+        loader = dict(loader)
+        loader["workers_exited"] = f"{len(loader.get('workers_exited') or [])} entries"
+        loaders.append(loader)
+    return {
+        "job": {
+            k: report["job"].get(k) for k in ("pid", "start_method", "trainer_pids", "launcher_pid", "torch_version")
+        },
+        "processes": [
+            {k: p.get(k) for k in ("pid", "ppid", "role", "name", "activity", "cpu_percent", "state")}
+            for p in report.get("processes", [])
+        ],
+        "loaders": loaders,
+        "findings": [
+            {
+                k: f.get(k)
+                for k in ("id", "severity", "title", "detail", "pids", "evidence", "suggestion", "explained_by")
+            }
+            for f in report.get("findings", [])
+        ],
+    }
+
+
+def apply_lib(c: LibCell, run: Run, scratch: Path, job, report: dict) -> dict:
+    """The first num_workers dltop asks for (what a user would paste), applied to the whole job
+    (one flag: every rank), against the job as it was: APPLY_RUNS fresh runs of each, alternating,
+    the job's own batches/s over LIB_RATE_S, nothing attached; a run that fails says why."""
+    asked = next(((fid, ch) for fid, ch in advice(report, c.shape.workers) if "num_workers" in ch), None)
+    if asked is None:
+        return {"asked": None, "verdict": "nothing suggested"}
+    observe.stop(job)
+    fid, changes = asked
+    target = changes["num_workers"]
+    rates: dict = {"before": [], "after": []}
+    failed = None
+    for round_ in range(APPLY_RUNS):
+        order = [("before", c.shape.workers), ("after", target)]
+        for label, workers in order[::-1] if round_ % 2 else order:
+            rate, error = _lib_rate(c, run, scratch / f"{c.name}-{label}{round_}", workers)
+            rates[label].append(round(rate, 2) if rate else None)
+            if error and label == "after":
+                failed = error
+        if failed:
+            break  # the advice breaks the job: once is enough
+    median = {k: statistics.median([r for r in v if r]) if any(v) else None for k, v in rates.items()}
+    ratio = median["after"] / median["before"] if median["before"] and median["after"] else None
+    verdict = ("the job fails with it" if failed else "helped" if ratio and ratio >= 1.05
+               else "hurt" if ratio and ratio < 0.95 else "no change")  # fmt: skip
+    return {
+        "asked": {"finding": fid, **changes},
+        "before_batches_per_s": rates["before"],
+        "after_batches_per_s": rates["after"],
+        "before_median": round(median["before"], 2) if median["before"] else None,
+        "after_median": round(median["after"], 2) if median["after"] else None,
+        "ratio": round(ratio, 2) if ratio else None,
+        "verdict": verdict,
+        "failure": failed,
+    }
+
+
+def _lib_rate(c: LibCell, run: Run, report: Path, workers: int) -> tuple:
+    """(batches/s of rank 0 over LIB_RATE_S, nothing attached, or None; the error if it failed)."""
+    job = observe.start_command(report, c.command(run, report, workers))
+    try:
+        views = observe.wait_trainers(job, c.shape.ranks)
+        time.sleep(run.warmup)
+        rate = observe.rate_over(views[0], LIB_RATE_S)
+        if job.proc.poll() is not None:
+            raise RuntimeError(f"job exited {job.proc.returncode}")
+        return rate, None
+    except (AssertionError, RuntimeError) as failure:
+        errors = job.records("error")
+        lines = (errors[0]["message"] if errors else str(failure)).strip().splitlines() or ["failed"]
+        return None, next((ln for ln in lines if "Error: " in ln), lines[-1])[:200]
+    finally:
+        observe.stop(job)
+
+
+def lib_run_speedup(outcomes: list) -> Optional[Check]:
+    """Once both DDP cells have run: the slow cell's run_speedup against the two jobs' own rates
+    (the medians of the apply's fresh runs as they were, else the rate after the snapshot)."""
+    slow = next((o for o in outcomes if o.name.startswith("ddp-slow") and o.excerpt), None)
+    balanced = next((o for o in outcomes if o.name.startswith("ddp-balanced") and o.truth), None)
+    if not slow or not balanced or any(c.name == "run_speedup" for c in slow.checks):
+        return None
+    rate = lambda o: (o.applied or {}).get("before_median") or o.truth.get("batches_per_s_unattached")  # noqa: E731
+    found = check_run_speedup(slow.excerpt, rate(slow), rate(balanced))
+    slow.checks.append(found)
+    return found
+
+
 # -- the table ----------------------------------------------------------------------------------
 
 
@@ -474,7 +793,10 @@ def markdown(outcomes: list, header: str) -> str:
         applied = outcome.applied or {}
         shown = (f"{applied.get('asked')} → {applied.get('ratio')}x ({applied.get('verdict')})"
                  + (" UNDOES ITSELF" if applied.get("undoes_itself") else "")) if applied else ""  # fmt: skip
-        lines.append(f"| {outcome.name} | " + " | ".join(cell.replace("|", "/") for cell in row) + f" | {shown} |")
+        if applied and not applied.get("asked"):
+            shown = applied.get("verdict", "")
+        name = f"{outcome.name} ({outcome.seconds:.0f} s)"
+        lines.append(f"| {name} | " + " | ".join(cell.replace("|", "/") for cell in row) + f" | {shown} |")
     lines += ["", summary(outcomes)]
     return "\n".join(lines) + "\n"
 
@@ -518,7 +840,15 @@ def print_outcome(outcome: Outcome) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cell", action="append", help="run only cells matching this glob (repeatable; 'imagenet')")
-    parser.add_argument("--subset", choices=["all", "compat"], default="all")
+    parser.add_argument(
+        "--subset",
+        choices=["all", "compat", "libs"],
+        default="all",
+        help="libs: the jobs on real libraries (tests/perf/jobs) instead of the matrix",
+    )
+    parser.add_argument("--timm-python", default="/work/venv-timm/bin/python", help="python with timm (libs)")
+    parser.add_argument("--wds-dir", default="/tmp/truth-wds", help="webdataset shards (libs; made once)")
+    parser.add_argument("--timm-dir", default="/tmp/truth-timm", help="JPEG class folders for timm (libs; made once)")
     parser.add_argument("--repeat", type=int, default=1, help="run each chosen cell this many times (noise)")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--duration", type=float, default=15.0, help="dltop snapshot --duration (s)")
@@ -539,7 +869,7 @@ def main() -> None:
     parser.add_argument("--tree", help="run dltop (and the job's dltop.demo.job) from this copy of the source tree")
     parser.add_argument("--out", help="write the table to OUT.md and OUT.json (updated after every cell)")
     args = parser.parse_args()
-    cells = matrix()
+    cells = lib_matrix() if args.subset == "libs" else matrix()
     if args.subset == "compat":
         cells = [c for c in cells if c.name in COMPAT]
     names = [c.name for c in cells] + (["imagenet"] if args.subset == "all" else [])
@@ -551,14 +881,18 @@ def main() -> None:
     chosen = [n for n in names if not args.cell or any(fnmatch.fnmatch(n, p) for p in args.cell)]
     lock = CpuLock(None if args.no_lock else LOCK, args.lock_hold)
     run = Run(args.duration, args.warmup, args.job_python, args.dltop_python, lock, not args.no_apply,
-              tuple(args.pyspy_rate))  # fmt: skip
+              tuple(args.pyspy_rate), args.timm_python, args.wds_dir, args.timm_dir)  # fmt: skip
     header = (f"dltop truth table ({time.strftime('%Y-%m-%d %H:%M')}; dltop from {observe.TREE['root']}; "
               f"job python {args.job_python}; "
               f"snapshot {args.duration:g} s): dltop / truth per check")  # fmt: skip
     outcomes: list = []
     with tempfile.TemporaryDirectory(prefix="dltop-truth-") as scratch:
         for c in [c for c in cells if c.name in chosen for _ in range(args.repeat)]:
-            outcomes.append(run_cell(c, run, Path(scratch)))
+            if isinstance(c, LibCell):
+                outcomes.append(run_lib_cell(c, run, Path(scratch)))
+                lib_run_speedup(outcomes)  # a check of the slow DDP cell, once both DDP cells ran
+            else:
+                outcomes.append(run_cell(c, run, Path(scratch)))
             if args.repeat > 1:
                 outcomes[-1].name += f" #{sum(o.name.startswith(c.name + ' #') for o in outcomes[:-1]) + 1}"
             print_outcome(outcomes[-1])

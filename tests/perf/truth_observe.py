@@ -329,14 +329,46 @@ def pyspy_in_next(job: Job, poller: Poller, seconds: float, rate: int) -> Option
     the truth's share of time inside them) from a plain ``py-spy record`` at ``rate`` Hz over
     ``seconds``: whether stack sampling itself agrees with the job's clock on this machine, apart
     from anything dltop does with the samples. Parsed here, not with dltop's code."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as output:
-        command = [PY_SPY, "record", "--pid", str(job.pid), "--format", "speedscope", "--idle", "--nonblocking"]
-        command += ["--rate", str(rate), "--duration", f"{seconds:g}", "--output", output.name]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 30)
+    return pyspy_in_next_many([(job, poller)], seconds, rate)[0]
+
+
+def pyspy_in_next_many(watched: list, seconds: float, rate: int) -> list:
+    """pyspy_in_next for several trainers at once ([(job or View, Poller)]: a torchrun job's
+    ranks), one py-spy each over the same ``seconds``; [tuple or None] in the same order."""
+    with tempfile.TemporaryDirectory(prefix="truth-pyspy-") as folder:
+        running = []
+        for index, (job, _) in enumerate(watched):
+            output = Path(folder) / f"{index}.json"
+            command = [PY_SPY, "record", "--pid", str(job.pid), "--format", "speedscope", "--idle", "--nonblocking"]
+            command += ["--rate", str(rate), "--duration", f"{seconds:g}", "--output", str(output)]
+            running.append((subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), output))
+        shares = []
+        for proc, output in running:
+            try:
+                code = proc.wait(timeout=seconds + 30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = -1
+            shares.append(_clock_share(output) if code == 0 else None)
         ended = time.time()
-        if done.returncode != 0:
-            return None
-        data = json.loads(Path(output.name).read_text() or "{}")
+    found = []
+    for (job, poller), share in zip(watched, shares):
+        if share is None:
+            found.append(None)
+            continue
+        _settle_records(job, poller, ended)
+        truth = truth_between(job, poller.poll, ended - seconds, ended)
+        spent = (truth.wait_percent or 0.0) + (truth.startup_percent or 0.0)
+        found.append((share[0], share[1], spent))
+    return found
+
+
+def _clock_share(output: Path) -> Optional[tuple]:
+    """(percent of the main thread's samples inside the clock's next()/start(), samples)."""
+    try:
+        data = json.loads(output.read_text() or "{}")
+    except (OSError, ValueError):
+        return None
     frames = data.get("shared", {}).get("frames", [])
     main = next((p for p in data.get("profiles", []) if "MainThread" in p.get("name", "")), None)
     if main is None or not main.get("samples"):
@@ -344,11 +376,102 @@ def pyspy_in_next(job: Job, poller: Poller, seconds: float, rate: int) -> Option
     clock = {i for i, f in enumerate(frames) if (f.get("file") or "").endswith(CLOCK_FILES)
              and f.get("name", "").rsplit(".", 1)[-1] in ("next", "start", "_timed")}  # fmt: skip
     inside = sum(1 for sample in main["samples"] if clock.intersection(sample))
-    _settle_records(job, poller, ended)
-    truth = truth_between(job, poller.poll, ended - seconds, ended)
-    spent = (truth.wait_percent or 0.0) + (truth.startup_percent or 0.0)
-    return 100 * inside / len(main["samples"]), len(main["samples"]), spent
+    return 100 * inside / len(main["samples"]), len(main["samples"])
 
 
-CLOCK_FILES = ("dltop/demo/job.py", "tests/perf/truth_jobs.py")
+CLOCK_FILES = ("dltop/demo/job.py", "tests/perf/truth_jobs.py", "tests/perf/jobs/clock.py")
 PY_SPY = str(Path(sys.executable).parent / "py-spy") if (Path(sys.executable).parent / "py-spy").exists() else "py-spy"
+
+
+# -- jobs on the real libraries (tests/perf/jobs, issue 29 §4) -------------------------------------
+
+
+class View:
+    """One trainer of a job as the functions above see a job: a torchrun rank, a Jupyter kernel
+    (neither is the process the harness started), or the job itself. Its pid's timing file, and
+    the worker records that name it as their trainer."""
+
+    def __init__(self, job: Job, pid: int, rank: int = 0) -> None:
+        self.job, self.pid, self.rank = job, pid, rank
+        self.report = job.report
+        self.proc = job.proc
+
+    def records(self, kind: str) -> list:
+        found = self.job.records(kind)
+        return [r for r in found if r.get("trainer_pid") == self.pid] if kind == "worker" else found
+
+
+def start_command(report: Path, command: list, env: Optional[dict] = None) -> Job:
+    """A library job (its whole command line) in its own session; stdout and stderr to files."""
+    report.mkdir(parents=True, exist_ok=True)
+    with open(report / "stderr.txt", "w") as stderr, open(report / "stdout.txt", "w") as stdout:
+        proc = subprocess.Popen(command, start_new_session=True, stdout=stdout, stderr=stderr, cwd=ROOT,
+                                env={**os.environ, **(env or {})})  # fmt: skip
+    return Job(proc, report)
+
+
+def wait_trainers(job: Job, ranks: int, timeout: float = 150) -> list:
+    """[View] of the job's trainers, by rank, once each has run a few batches."""
+
+    def ready():
+        if job.proc.poll() is not None:
+            return True
+        trainers = job.records("trainer")
+        views = [View(job, r["pid"], r.get("rank", 0)) for r in trainers]
+        return len(views) >= ranks and all((latest_timing(v) or {}).get("batches", 0) >= 2 for v in views) and views
+
+    found = wait_for(ready, timeout, f"{ranks} trainer(s) running batches")
+    if found is True:
+        raise RuntimeError(f"job exited {job.proc.returncode}: {_tail(job.report / 'stderr.txt')}")
+    return sorted(found, key=lambda v: v.rank)
+
+
+def _tail(path: Path, size: int = 2000) -> str:
+    try:
+        return path.read_text(errors="replace")[-size:]
+    except OSError:
+        return ""
+
+
+@dataclass
+class ManyObservation:
+    snapshot: Optional[dict]
+    error: Optional[str]
+    truths: dict  # {trainer pid: Truth}
+    seconds: float
+
+
+def snapshot_views(target: int, views: list, pollers: list, seconds: float, dltop_python: str) -> ManyObservation:
+    """``dltop snapshot --pid target --json`` (the launcher, the kernel, the trainer); the truth of
+    each trainer over the interval its loader's report covers."""
+    command = [dltop_python, "-m", "dltop", "snapshot", "--pid", str(target), "--duration", f"{seconds:g}", "--json"]
+    launched = time.time()
+    try:
+        done = subprocess.run(command, cwd=TREE["root"], capture_output=True, text=True, timeout=seconds + 90)
+    except subprocess.TimeoutExpired as timeout:
+        return ManyObservation(None, f"dltop timed out: {timeout}", {}, time.time() - launched)
+    exited = time.time()
+    if done.returncode != 0:
+        return ManyObservation(
+            None, f"dltop exit {done.returncode}: {done.stderr.strip()[-500:]}", {}, exited - launched
+        )
+    try:
+        report = json.loads(done.stdout)
+    except ValueError:
+        return ManyObservation(None, f"dltop printed no JSON: {done.stdout[:200]!r}", {}, exited - launched)
+    ended = exited - REPORT_EXIT_S
+    truths = {}
+    for view, poller in zip(views, pollers):
+        loader = next((ld for ld in report.get("loaders", []) if ld.get("trainer_pid") == view.pid), {})
+        window = (loader.get("trainer_time") or {}).get("window_s") or report.get("window_s") or seconds
+        _settle_records(view, poller, ended)
+        truths[view.pid] = truth_between(view, poller.poll, ended - window, ended)
+    return ManyObservation(report, None, truths, exited - launched)
+
+
+def exit_of(job: Job, timeout: float = 120) -> Optional[int]:
+    """The job's exit code once it ends by itself (None: still running after ``timeout``)."""
+    try:
+        return job.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
