@@ -7,6 +7,7 @@ import dataclasses
 import gc
 
 from dltop.diagnose import capacity, diagnose, window
+from dltop.diagnose.memory import memory_points
 from dltop.diagnose.window import Window
 from dltop.model import Snapshot
 from dltop.settings import Settings
@@ -56,3 +57,38 @@ def test_the_rules_of_one_diagnosis_share_one_capacity_model(monkeypatch):
     ticks = bound_window(40.0, workers=4, cpu=40.0, cpu_wait=30.0, cpus_allowed=2.0, trainer_cpu=40.0)
     assert {"input-bound", "cpu-oversubscribed"} <= {f.id for f in diagnose(ticks)}
     assert built == [1]
+
+
+def test_a_steps_figure_is_worked_out_once_while_its_tick_follows_the_same_one():
+    ticks = fresh_ticks(4)
+    seen: list[tuple[int, int]] = []
+
+    def figure(previous: Snapshot, tick: Snapshot) -> int:
+        seen.append((id(previous), id(tick)))
+        return len(seen)
+
+    assert Window(ticks[:3]).per_step(figure) == [1, 2]
+    assert Window(ticks[1:]).per_step(figure) == [2, 3]  # the window slid: one new step
+    assert Window([ticks[0], ticks[2]]).per_step(figure) == [4]  # another tick before it: a new step
+
+
+def test_memory_points_walk_the_readings_that_changed():
+    """A repeat, a gap (not read, or not there) and the same reading after it start no point; USS
+    where the window has any, else RSS; the times are the window's, from its first tick."""
+    uss = [1, 1, "gone", None, 1, 2, 2, 3]  # worker 10
+    rss = [5, 5, 6, 6, None, 6, 7, 7]  # worker 11: no USS read
+    ticks = []
+    for i, snap in enumerate(fresh_ticks(len(uss))):
+        trainer, first, second = snap.processes
+        there = [] if uss[i] == "gone" else [dataclasses.replace(first, uss_bytes=uss[i])]
+        ticks.append(
+            dataclasses.replace(
+                snap, processes=[trainer, *there, dataclasses.replace(second, uss_bytes=None, rss_bytes=rss[i])]
+            )
+        )
+    assert memory_points(Window(ticks), {10, 11, 12}) == {
+        10: [(0.0, 1), (5.0, 2), (7.0, 3)],
+        11: [(0.0, 5), (2.0, 6), (6.0, 7)],
+        12: [],
+    }
+    assert memory_points(Window(ticks[5:]), {10, 11}) == {10: [(0.0, 2), (2.0, 3)], 11: [(0.0, 6), (1.0, 7)]}

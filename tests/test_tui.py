@@ -358,6 +358,40 @@ def test_a_consequence_is_one_entry_with_its_cause_and_is_never_the_fix():
     asyncio.run(run())
 
 
+def test_a_live_view_redraws_a_findings_figures_every_few_seconds_and_a_new_finding_at_once():
+    """A finding's figures change nearly every tick on a busy node: its entry is redrawn once its
+    figures have shown figures_every_s (what `b` acts on is always the newest); one that comes or
+    changes its fix shows at once."""
+    from dltop.tui.widgets import FindingsPanel
+
+    snap = bound_window(50.0)[0]
+
+    def waiting(percent: int, *more: Finding):
+        wait = Finding("input-bound", "warning", f"Trainer waits {percent}%", "d", [1], {}, "num_workers=4")
+        return dataclasses.replace(snap, findings=[wait, *more])
+
+    async def run():
+        app = recorded_app("healthy", lambda _: waiting(50))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await _shown(pilot)
+            panel = app.query_one(FindingsPanel)
+            panel.figures_every_s = 60.0
+            app.show(waiting(51))
+            await pilot.pause()
+            assert "Trainer waits 50%" in _screen_text(app)  # its figures alone changed: held
+            assert panel.selected().title == "Trainer waits 51%"
+            app.show(waiting(52, finding("fd-near-limit")))
+            await pilot.pause()
+            text = _screen_text(app)
+            assert "Trainer waits 52%" in text and "fd-near-limit" in text
+            panel.figures_every_s = 1.0
+            app.show(waiting(53, finding("fd-near-limit")))
+            await pilot.pause(1.5)  # their time came: drawn with no tick to bring them
+            assert "Trainer waits 53%" in _screen_text(app)
+
+    asyncio.run(run())
+
+
 def test_the_bench_key_without_torch_says_what_to_install(monkeypatch):
     from dltop.tui.screens import BenchScreen
 

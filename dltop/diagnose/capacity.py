@@ -185,7 +185,7 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     caps: dict[str, int] = {}
     if system is not None and figures.memory and workers:
         caps["memory"] = workers + math.floor(0.5 * system.mem_available_bytes / figures.memory)
-    if saturated_disks(window, settings.disk_util_percent, settings.disk_await_ms):
+    if window.once(saturated_disks, settings.disk_util_percent, settings.disk_await_ms):  # the job's: every loader's
         caps["disk"] = workers
     parts, parts_source = source_parts(window, loader, settings)
     if parts is not None:  # an iterable source: a worker beyond its parts gets nothing

@@ -10,7 +10,7 @@ import operator
 from dataclasses import dataclass
 from typing import Optional
 
-from dltop.diagnose.window import Window
+from dltop.diagnose.window import Window, of_tick
 from dltop.model import Finding, Snapshot
 from dltop.settings import Settings
 from dltop.units import human_bytes, rough_span
@@ -88,22 +88,65 @@ def memory_points(window: Window, pids: set[int]) -> dict[int, Points]:
     """{pid: [(seconds, bytes)]} of each worker's private memory each time its reading changed.
 
     USS when dltop can read it, else RSS (never a mix: RSS counts shared pages). Memory is re-read
-    within a CPU budget, so a reading can repeat: only changed readings are points.
+    within a CPU budget, so a reading can repeat: only changed readings are points. The readings
+    are walked where they changed from the tick before (``Window.per_step``), not tick by tick: a
+    repeated reading, or one missing (None) after a missing one, can start no point.
     """
-    readings = window.per_tick(memory_readings)
+    changed_uss = window.once(_uss_changes)
     series: dict[int, Points] = {}
     for pid in pids:
-        seen = [(t, reading[pid]) for t, reading in zip(window.times, readings) if pid in reading]
-        field = 0 if any(uss is not None for _, (uss, _rss) in seen) else 1  # USS, else RSS
-        known = [(t, value) for t, values in seen if (value := values[field]) is not None]
-        points = [next(run) for _, run in itertools.groupby(known, key=operator.itemgetter(1))]
-        series[pid] = points
+        seen = changed_uss.get(pid, [])
+        if all(uss is None for _, uss in seen):  # no USS in the window: RSS
+            seen = _rss_changes(window, pid)
+        known = [(t, value) for t, value in seen if value is not None]
+        series[pid] = [next(run) for _, run in itertools.groupby(known, key=operator.itemgetter(1))]
     return series
 
 
 def memory_readings(snap: Snapshot) -> dict[int, tuple[Optional[int], Optional[int]]]:
     """{pid: (USS, RSS)} of every process at one tick."""
     return {p.pid: (p.uss_bytes, p.rss_bytes) for p in snap.processes}
+
+
+_Readings = dict[int, Optional[int]]  # pid -> bytes (None: not read, or the process is not there)
+_NOT_THERE = (None, None)
+
+
+def _memory_changes(previous: Snapshot, tick: Snapshot) -> tuple[_Readings, _Readings]:
+    """The processes whose USS, and whose RSS, differ from the tick before, with their new reading."""
+    before, now = of_tick(previous, memory_readings), of_tick(tick, memory_readings)
+    uss: _Readings = {}
+    rss: _Readings = {}
+    for pid in now.keys() | before.keys():
+        (old_uss, old_rss), (new_uss, new_rss) = before.get(pid, _NOT_THERE), now.get(pid, _NOT_THERE)
+        if new_uss != old_uss:
+            uss[pid] = new_uss
+        if new_rss != old_rss:
+            rss[pid] = new_rss
+    return uss, rss
+
+
+def _steps(window: Window) -> list[tuple[float, tuple[_Readings, _Readings]]]:
+    """(seconds, the readings that changed) at each tick after the first, once per window."""
+    return list(zip(window.times[1:], window.per_step(_memory_changes)))
+
+
+def _uss_changes(window: Window) -> dict[int, list[tuple[float, Optional[int]]]]:
+    """{pid: [(seconds, USS)]} at the first tick and wherever a process's USS changed, once per window
+    for every process (the rules ask for each loader's workers)."""
+    changes: dict[int, list[tuple[float, Optional[int]]]] = {
+        pid: [(0.0, uss)] for pid, (uss, _rss) in of_tick(window.ticks[0], memory_readings).items()
+    }
+    for t, (uss, _rss) in window.once(_steps):
+        for pid, value in uss.items():
+            changes.setdefault(pid, []).append((t, value))
+    return changes
+
+
+def _rss_changes(window: Window, pid: int) -> list[tuple[float, Optional[int]]]:
+    """[(seconds, RSS)] of one process at the first tick and wherever it changed."""
+    first = of_tick(window.ticks[0], memory_readings).get(pid, _NOT_THERE)[1]
+    return [(0.0, first)] + [(t, rss[pid]) for t, (_uss, rss) in window.once(_steps) if pid in rss]
 
 
 def steady_growth(points: Points, settings: Settings) -> Optional[Growth]:

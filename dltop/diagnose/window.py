@@ -9,7 +9,9 @@ Two lifetimes, both kept here and nowhere else:
   the next 119 diagnoses (and by ``pending``), not summed again each time. A Snapshot is frozen
   and cannot be hashed (its fields are lists), so its figures are not written onto it: they sit in
   a table keyed by its identity, and a finalizer drops them when the Snapshot goes (before its id
-  can be reused);
+  can be reused). A figure of a tick and the one before it (``per_step``: what changed between
+  them) lives with the later tick while the earlier one stays before it, as it does in a live
+  window: a rule then walks the changes, not every tick of every process;
 * a figure of the whole window (its time axis; the capacity model, through ``once``) lives on the
   Window.
 
@@ -28,9 +30,20 @@ from typing import Any, Optional, TypeVar
 from dltop.model import Snapshot
 
 T = TypeVar("T")
+_UNSET = object()  # a figure not worked out yet (None is a figure)
 
 # id(tick) -> {(figure, *args): its value for that tick}; an entry leaves with its tick
 _TICK_FIGURES: dict[int, dict[tuple[Hashable, ...], Any]] = {}
+
+
+def of_tick(tick: Snapshot, figure: Callable[..., T], *args: Hashable) -> T:
+    """``figure(tick, *args)``, worked out once in the tick's life (as ``Window.per_tick`` keeps it):
+    for a figure of a tick and the one before it, built from each one's own."""
+    figures = _figures_of(tick)
+    key = (figure, *args)
+    if key not in figures:
+        figures[key] = figure(tick, *args)
+    return figures[key]
 
 
 def _figures_of(tick: Snapshot) -> dict[tuple[Hashable, ...], Any]:
@@ -72,16 +85,33 @@ class Window:
         """Seconds since the first tick, one per tick (from each tick's window_s)."""
         return [0.0, *itertools.accumulate(tick.window_s for tick in self.ticks[1:])]
 
+    @functools.cached_property
+    def _tick_figures(self) -> list[dict[tuple[Hashable, ...], Any]]:
+        """Each tick's figures, looked up once per window (a diagnosis reads dozens of them)."""
+        return [_figures_of(tick) for tick in self.ticks]
+
     def per_tick(self, figure: Callable[..., T], *args: Hashable) -> list[T]:
         """``figure(tick, *args)`` for every tick, oldest first: a figure of that tick alone, worked
         out once in the tick's life."""
         key = (figure, *args)
         values = []
-        for tick in self.ticks:
-            figures = _figures_of(tick)
-            if key not in figures:
-                figures[key] = figure(tick, *args)
-            values.append(figures[key])
+        for figures, tick in zip(self._tick_figures, self.ticks):
+            value = figures.get(key, _UNSET)
+            if value is _UNSET:
+                value = figures[key] = figure(tick, *args)
+            values.append(value)
+        return values
+
+    def per_step(self, figure: Callable[..., T], *args: Hashable) -> list[T]:
+        """``figure(previous, tick, *args)`` for every tick after the first, oldest first: a figure
+        of what changed since the tick before, worked out once while that tick stays before it."""
+        key = (Window.per_step, figure, *args)
+        values = []
+        for previous, figures, tick in zip(self.ticks, self._tick_figures[1:], self.ticks[1:]):
+            kept = figures.get(key)  # (a weak reference to the tick it followed, the value)
+            if kept is None or kept[0]() is not previous:
+                kept = figures[key] = (weakref.ref(previous), figure(previous, tick, *args))
+            values.append(kept[1])
         return values
 
     def once(self, figure: Callable[..., T], *args: Hashable) -> T:

@@ -4,7 +4,6 @@ Source from a worker thread, so the UI never waits on /proc or py-spy."""
 from __future__ import annotations
 
 import threading
-import time
 from functools import partial
 from typing import Callable, Iterable, Optional, Union
 
@@ -24,6 +23,7 @@ from dltop.model import Snapshot
 from dltop.tui import view
 from dltop.tui.screens import BenchScreen, HelpScreen, PickerScreen, StackScreen
 from dltop.tui.widgets import (
+    FIGURES_EVERY_S,
     FindingsPanel,
     GpuPanel,
     JobHeader,
@@ -48,6 +48,11 @@ COMPACT_BELOW = 30  # terminal rows under which the panels drop their borders (8
 Layout = tuple[Union[int, str], str, Optional[int]]  # table height, findings height and max height
 MAIN_SCREEN_ACTIONS = frozenset({"pause", "stack", "sort", "bench", "help", "cursor_down", "cursor_up"})
 TABLE_MIN_ROWS = 6  # the process table keeps this many rows (header included) before findings grow
+
+
+def _findings_width(panel: FindingsPanel) -> int:
+    """The columns the findings' text wraps at."""
+    return max(10, panel.size.width - panel.styles.gutter.width - 1)
 
 
 class Collected(Message):
@@ -88,7 +93,6 @@ class DltopApp(App):
         self.snapshot: Optional[Snapshot] = None
         self.paused = False
         self.error: Optional[str] = None
-        self.refresh_ms: list[float] = []  # UI time per refresh, for the figures
         self._stop = threading.Event()
         self._layout: Optional[Layout] = None  # applied
         self._fitted_for: tuple = ()  # what the last fit worked from, besides the screen's size
@@ -112,6 +116,8 @@ class DltopApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.source_factory is not None:  # live: a finding's figures redraw every few seconds
+            self.query_one(FindingsPanel).figures_every_s = FIGURES_EVERY_S
         if self.pick:
             self.push_screen(PickerScreen(), self._picked)
         elif self.source_factory is not None:
@@ -160,7 +166,6 @@ class DltopApp(App):
         self.snapshot = snap
         if self.paused:
             return
-        began = time.perf_counter()
         self.query_one(JobHeader).show(snap, self.paused)
         self.query_one(GpuPanel).show(snap)
         self.query_one(SystemPanel).show(snap)
@@ -169,7 +174,6 @@ class DltopApp(App):
         self.query_one(FindingsPanel).show(snap)
         if isinstance(self.screen, StackScreen):
             self.screen.show(snap)
-        self.refresh_ms.append((time.perf_counter() - began) * 1000)
         self._fit_if_changed()
         if first:
             self.query_one(WorkersTable).focus()
@@ -190,7 +194,10 @@ class DltopApp(App):
             self.call_after_refresh(self._fit)
 
     def _layout_inputs(self) -> tuple:
-        inputs = (len(self.query_one(WorkersTable).keys), self.query_one(FindingsPanel).content)
+        """The rows each part needs: the findings' heights, not their text (their figures change
+        nearly every tick, their heights seldom)."""
+        findings = self.query_one(FindingsPanel)
+        inputs = (len(self.query_one(WorkersTable).keys), tuple(findings.heights(_findings_width(findings))))
         return inputs + tuple((panel.display, panel.line_count) for panel in self.query(TextPanel))
 
     def _fit(self) -> None:
@@ -207,7 +214,7 @@ class DltopApp(App):
         others = [w for w in self.screen.children if not isinstance(w, (WorkersTable, FindingsPanel))]
         used = sum(w.outer_size.height for w in others if w.display and not w.styles.layer)
         room = self.size.height - used  # the table and the findings share this
-        heights = panel.heights(max(10, panel.size.width - panel.styles.gutter.width - 1))
+        heights = panel.heights(_findings_width(panel))
         need, first = sum(heights) + border, (heights[0] if heights else 1) + border
         rows = len(table.keys) + 1
         if rows + need <= room:

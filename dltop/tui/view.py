@@ -4,6 +4,7 @@ and each refresh does no more work than the figures need."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Collection
@@ -178,12 +179,14 @@ class Row:
 def rows(snapshot: Snapshot, sort: str = "group") -> list:
     """Table rows: each trainer followed by its workers (and workers that died), by ``sort``."""
     taken = _parse(snapshot.taken_at)
-    live = [_process_row(p, taken, snapshot) for p in snapshot.processes]
+    stragglers, hung = _named(snapshot, ("rank-straggler",)), _named(snapshot, FAULTS_HUNG)
+    live = [_process_row(p, taken, p.pid in stragglers, p.pid in hung) for p in snapshot.processes]
+    pids = {p.pid for p in snapshot.processes}
     gone = [
         _exited_row(w)
         for loader in snapshot.loaders
         for w in loader.workers_exited
-        if w.cause == "died" and w.pid not in {p.pid for p in snapshot.processes}
+        if w.cause == "died" and w.pid not in pids
     ]
     everything = live + gone
     if sort == "group":
@@ -203,13 +206,13 @@ def _descending(metric: int, row: Row) -> float:
     return -row.metrics[metric]
 
 
-def _process_row(p: ProcessSample, taken: datetime, snapshot: Snapshot) -> Row:
+def _process_row(p: ProcessSample, taken: datetime, straggler: bool, hung: bool) -> Row:
     role_order = ROLES.index(p.role)
     trainer = p.trainer_pid if p.role != "launcher" else 0
     rank = f" r{p.rank}" if p.rank is not None and p.role == "trainer" else ""
     role = f"{p.role}{rank}" if p.role in ("trainer", "launcher") else f" └ {p.role}"
     alert = None
-    if _named(snapshot, p.pid, ("rank-straggler",)):
+    if straggler:
         role, alert = f"slowest{rank}", "straggler"  # the rank that sets the run's pace (10 columns)
     activity: str = p.activity if p.activity != "unknown" else ""
     still = still_for(p)
@@ -217,7 +220,7 @@ def _process_row(p: ProcessSample, taken: datetime, snapshot: Snapshot) -> Row:
         activity = f"waiting {clock(p.stuck_s or 0)}"  # the trainer is not at fault: its workers are
     elif p.activity == "stuck" or (still is not None and still >= STILL_NOTICE_S):
         activity = f"STUCK {clock(p.stuck_s or 0)}"
-    if _named(snapshot, p.pid, FAULTS_HUNG):
+    if hung:
         alert = "hung"
     if p.state == "zombie":  # exited, its parent has not reaped it yet
         alert = "dead" if (p.exit_code or 0) != 0 else "exited"
@@ -244,9 +247,9 @@ def _uss(p: ProcessSample) -> str:
     return human_bytes(p.uss_bytes)
 
 
-def _named(snapshot: Snapshot, pid: int, ids: Collection[str]) -> bool:
-    """A finding of one of these ids names the process."""
-    return any(f.id in ids and pid in f.pids for f in snapshot.findings)
+def _named(snapshot: Snapshot, ids: Collection[str]) -> set[int]:
+    """The processes a finding of one of these ids names (once a refresh, not once a row)."""
+    return {pid for f in snapshot.findings if f.id in ids for pid in f.pids}
 
 
 def _exited_row(w: ExitedWorker) -> Row:
@@ -317,11 +320,13 @@ def chart(values: list[Optional[float]], rows: int, top: float = 100.0) -> list[
     return lines
 
 
-def cpu_meters(snapshot: Snapshot, trainer_pid: int) -> str:
-    """One cell per live worker of the trainer, as full as its CPU use (100% = one core)."""
-    workers = [p for p in snapshot.processes if p.role == "worker" and p.trainer_pid == trainer_pid
-               and p.state != "zombie"]  # fmt: skip
-    return sparkline([p.cpu_percent for p in workers])
+def cpu_meters(snapshot: Snapshot) -> dict[Optional[int], str]:
+    """Per trainer, one cell per live worker of it, as full as its CPU use (100% = one core)."""
+    workers: dict[Optional[int], list[Optional[float]]] = {}
+    for p in snapshot.processes:
+        if p.role == "worker" and p.state != "zombie":
+            workers.setdefault(p.trainer_pid, []).append(p.cpu_percent)
+    return {trainer: sparkline(cpus) for trainer, cpus in workers.items()}
 
 
 def trainer_label(snapshot: Snapshot, trainer_pid: int) -> str:
@@ -390,5 +395,6 @@ def gpu_line(gpu, history: list) -> str:
     )
 
 
+@functools.lru_cache(maxsize=4096)  # a process's start time is read again every refresh
 def _parse(iso: str) -> datetime:
     return datetime.fromisoformat(iso)

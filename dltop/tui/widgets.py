@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import math
+import time
 from collections import deque
-from typing import Optional, Union
+from typing import Optional, Sequence, Union, cast
 
 from rich.segment import Segment
 from rich.style import Style
@@ -12,9 +14,13 @@ from rich.table import Table
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
+from textual.css.styles import RulesMap
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.timer import Timer
+from textual.visual import RenderOptions, RichVisual, Visual
 from textual.widget import Widget
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
@@ -24,6 +30,7 @@ from dltop.model import Snapshot
 from dltop.tui import view
 from dltop.units import percent
 
+FIGURES_EVERY_S = 3.0  # a live view redraws a finding whose figures alone changed at most this often
 HISTORY = 60  # samples kept per GPU and per trainer for their history
 CHART_ROWS = 3  # rows of a trainer's data-wait history on a tall screen
 CHART_MIN_HEIGHT = 40
@@ -53,20 +60,24 @@ class TextPanel(Widget):
 
     def __init__(self, text: str = "", **kwargs) -> None:
         super().__init__(**kwargs)
-        self._text: Union[str, Text] = text
+        self._text: Union[str, Text, None] = text  # what set_text was given last (None: set_lines)
         self._lines = _split(text)
         self._strips: dict = {}  # line -> its Strip at _strips_width
         self._strips_width = 0
 
-    def render(self) -> Union[str, Text]:
+    def render(self) -> Text:
         """What the panel shows (its lines are drawn by ``render_line``)."""
-        return self._text
+        return Text("\n").join(self._lines)
 
     def set_text(self, text: Union[str, Text]) -> None:
-        if text == self._text:
-            return
-        lines, before = _split(text), self._lines
-        self._text, self._lines = text, lines
+        if text != self._text:
+            self.set_lines(_split(text))
+            self._text = text
+
+    def set_lines(self, lines: list[Text]) -> None:
+        """The panel's lines as they are: a panel that builds its lines one by one hands them over
+        (joining them into one Text to split it again cost as much as building them)."""
+        before, self._lines, self._text = self._lines, lines, None
         if len(lines) != len(before):
             self._strips.clear()
             self.refresh(layout=True)
@@ -197,6 +208,7 @@ class TrainerTimePanel(TextPanel):
         # a few rows of history a trainer where the screen has them to spare, else a sparkline
         rows = CHART_ROWS if self.app.size.height >= CHART_MIN_HEIGHT and len(snap.loaders) <= 2 else 1
         lines: list[Text] = []
+        meters = view.cpu_meters(snap)
         for loader in snap.loaders:
             history = list(self._history.get((loader.trainer_pid, loader.dataset or ""), ()))[-span:]
             history = [None] * (span - len(history)) + history  # the newest on the right, as htop
@@ -206,9 +218,9 @@ class TrainerTimePanel(TextPanel):
             if spent is not None:
                 right[0].append_text(Text.assemble(*view.phase_bar(spent, PHASE_BAR_CELLS)))
                 right.append(Text(view.phase_words(spent), style="dim"))
-            right.append(Text.assemble("workers' CPU ", (view.cpu_meters(snap, loader.trainer_pid), "cyan")))
-            if rows == 1:  # one line: the words, the longest, last (a narrow screen cuts them first)
-                right = [Text(" ").join([right[0], right[-1], *right[1:-1]])]
+            right.append(Text.assemble("workers' CPU ", (meters.get(loader.trainer_pid, ""), "cyan")))
+            # the parts of each row; one line: the words, the longest, last (a narrow screen cuts them first)
+            parts = [[right[0], right[-1], *right[1:-1]]] if rows == 1 else [[part] for part in right]
             label = view.trainer_label(snap, loader.trainer_pid)
             if sum(other.trainer_pid == loader.trainer_pid for other in snap.loaders) > 1:
                 label = f"{label} {loader.dataset or '?'}"  # which of its loaders
@@ -218,10 +230,12 @@ class TrainerTimePanel(TextPanel):
                 line.append(("wait " if row == len(chart) - 1 else "     ") + "│", style="dim")
                 line.append(bars, style="yellow")
                 line.append("│ ", style="dim")
-                if row < len(right):
-                    line.append_text(right[row])
+                for index, part in enumerate(parts[row] if row < len(parts) else ()):
+                    if index:
+                        line.append(" ")
+                    line.append_text(part)
                 lines.append(line)
-        self.set_text(Text("\n").join(lines) if lines else Text("no DataLoader with workers seen yet", style="dim"))
+        self.set_lines(lines or [Text("no DataLoader with workers seen yet", style="dim")])
 
 
 class SystemPanel(TextPanel):
@@ -379,13 +393,25 @@ class WorkersTable(ScrollView, can_focus=True):
 class FindingsPanel(OptionList):
     """Findings, cause first: each entry is a root cause with its evidence and the change to
     paste, and under it the findings it explains (consequences, with no fix of their own).
-    Lines wrap under their first word (a hanging indent); a long entry scrolls in the panel."""
+    Lines wrap under their first word (a hanging indent); a long entry scrolls in the panel.
+
+    A finding's text carries live figures ("waits for data 53% (±7)") that change nearly every
+    tick on a busy node, and each entry is a Rich table (a full render to measure or draw it): a
+    live view redraws an entry whose figures alone changed at most every ``figures_every_s`` (a
+    finding that comes, goes or changes its severity or fix shows at once), only the entries whose
+    text changed are drawn again, and the screen is laid out again only when a height changed."""
+
+    figures_every_s = 0.0  # a live view sets FIGURES_EVERY_S; a replay shows each frame as it was
 
     def on_mount(self) -> None:
         self.findings: list = []  # every finding of the snapshot
         self.entries: list[Entry] = []  # one option each
         self._shown: Optional[list[tuple]] = None
-        self._option_heights: dict[int, list[int]] = {}  # width -> rows of each option
+        self._empty = Text("")  # what the panel says while there is no finding
+        self._visuals: dict[tuple, KeptVisual] = {}  # what an entry draws -> its visual, for the entries drawn
+        self._drawn: Optional[list[tuple]] = None  # the outline of each entry drawn ([]: the panel says none)
+        self._drawn_at = -math.inf
+        self._held: Optional[Timer] = None  # draws the newest figures when their time comes
         self._title()
 
     def show(self, snap: Snapshot) -> None:
@@ -400,18 +426,54 @@ class FindingsPanel(OptionList):
         if shown == self._shown:
             return
         self._shown = shown
-        highlighted = self.highlighted
         self.findings = list(snap.findings)
         self.entries = grouped(snap.findings)
-        self._option_heights = {}
-        self.clear_options()
-        if not self.entries:
-            self.add_option(Option(Text(shown[0][1], style="green" if judged else "dim"), disabled=True))
-        for entry in self.entries:
-            self.add_option(Option(entry_renderable(entry)))
-        if self.entries:  # the most severe cause is the one `b` acts on until another is picked
-            self.highlighted = highlighted if highlighted is not None and highlighted < len(self.entries) else 0
+        self._empty = Text(shown[0][1], style="green" if judged else "dim")
         self._title()
+        wait = self._drawn_at + self.figures_every_s - time.monotonic()
+        if wait > 0 and self.entries and [_outline(entry) for entry in self.entries] == self._drawn:
+            if self._held is None:  # their figures alone changed
+                self._held = self.set_timer(wait, self._draw)
+            return
+        self._draw()
+
+    def _draw(self) -> None:
+        if self._held is not None:
+            self._held.stop()
+            self._held = None
+        kept, self._visuals = self._visuals, {}
+        visuals = []
+        for entry in self.entries:  # an entry drawn as before keeps its visual: its height and lines
+            key = _drawing(entry)
+            visual = self._visuals.get(key) or kept.get(key) or KeptVisual(self, entry_renderable(entry))
+            visuals.append(self._visuals.setdefault(key, visual))
+        outlines = [_outline(entry) for entry in self.entries]
+        if self._drawn is not None and len(self._drawn) == len(outlines):
+            self._replace(visuals or [self._empty])
+        else:
+            self._rebuild(visuals)
+        self._drawn, self._drawn_at = outlines, time.monotonic()
+
+    def _rebuild(self, visuals: list[KeptVisual]) -> None:
+        highlighted = self.highlighted
+        self.clear_options()
+        self.add_options([Option(visual) for visual in visuals] or [Option(self._empty, disabled=True)])
+        if visuals:  # the most severe cause is the one `b` acts on until another is picked
+            self.highlighted = highlighted if highlighted is not None and highlighted < len(visuals) else 0
+
+    def _replace(self, prompts: Sequence[Union[KeptVisual, Text]]) -> None:
+        """As many options as before: the changed ones swap their prompt in place (the highlight and
+        the scroll stay), the screen's layout only redone if one of them changed height."""
+        region = self.scrollable_content_region
+        width = region.width - self.get_component_styles("option-list--option").padding.width
+        rules, taller = cast(RulesMap, self.styles), not region  # not laid out yet: the layout measures them
+        for index, (option, prompt) in enumerate(zip(self.options, prompts)):
+            if option.prompt is not prompt:
+                height = None if taller else self._get_visual(option).get_height(rules, width)
+                self.replace_option_prompt_at_index(index, prompt)
+                taller = taller or self._get_visual(option).get_height(rules, width) != height
+        if taller:
+            self.refresh(layout=True)
 
     @property
     def content(self) -> Optional[list]:
@@ -422,7 +484,9 @@ class FindingsPanel(OptionList):
         keys = " · tab: select"
         if any(e.cause.bench_args for e in self.entries):
             keys += " · b: bench the fix"
-        self.border_title = f"Findings ({len(self.entries)}){keys if self.entries else ''}"
+        title = f"Findings ({len(self.entries)}){keys if self.entries else ''}"
+        if title != self.border_title:  # setting it at all repaints
+            self.border_title = title
 
     def selected(self):
         """The highlighted entry's cause (a consequence is never acted on by itself)."""
@@ -432,13 +496,51 @@ class FindingsPanel(OptionList):
 
     def heights(self, width: int) -> list:
         """Rows each option takes at ``width`` columns (the layout gives the panel what it needs);
-        worked out once per set of findings and width, not every refresh."""
-        if width not in self._option_heights:
-            self._option_heights[width] = [
-                self._get_visual(option).get_height(self.styles, width)  # type: ignore[arg-type]
-                for option in self.options
-            ]
-        return self._option_heights[width]
+        each entry's is worked out once per width (KeptVisual)."""
+        rules = cast(RulesMap, self.styles)
+        return [self._get_visual(option).get_height(rules, width) for option in self.options]
+
+
+class KeptVisual(Visual):
+    """A Rich renderable drawn once: its height per width and its lines per width and style are
+    kept. Textual measures an option when it is added, in every layout pass and (here) in
+    ``DltopApp._fit``, and draws it whenever its list's caches are cleared: each a full Rich render
+    of the entry's table. The renderable never changes (a new text is a new KeptVisual)."""
+
+    def __init__(self, widget: Widget, renderable: Table) -> None:
+        self._rich = RichVisual(widget, renderable)
+        self._heights: dict[int, int] = {}
+        self._strips: dict[tuple, list[Strip]] = {}
+
+    def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
+        return self._rich.get_optimal_width(rules, container_width)
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        if width not in self._heights:
+            self._heights[width] = self._rich.get_height(rules, width)
+        return self._heights[width]
+
+    def render_strips(
+        self, width: int, height: Optional[int], style: VisualStyle, options: RenderOptions
+    ) -> list[Strip]:
+        """A Rich renderable ignores ``options`` (selection: RichVisual draws none)."""
+        key = (width, height, style)
+        if key not in self._strips:
+            self._strips[key] = self._rich.render_strips(width, height, style, options)
+        return self._strips[key]
+
+
+def _outline(entry: Entry) -> tuple:
+    """An entry less its figures (its findings' titles and details): a change here shows at once."""
+    cause = entry.cause
+    return cause.id, cause.severity, cause.suggestion, bool(cause.bench_args), tuple(c.id for c in entry.consequences)
+
+
+def _drawing(entry: Entry) -> tuple:
+    """What ``entry_renderable`` draws of an entry: equal tuples, equal tables."""
+    cause = entry.cause
+    consequences = tuple((c.title, c.id, c.detail) for c in entry.consequences)
+    return cause.severity, cause.title, cause.id, cause.detail, cause.suggestion, bool(cause.bench_args), consequences
 
 
 MARKS = {"error": "✖", "warning": "▲", "info": "·"}
