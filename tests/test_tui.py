@@ -4,6 +4,7 @@ hand-built snapshots, and one run of `dltop demo` in a real terminal (tmux)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
 import json
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from dltop.collect.processes.stats import NOT_READ_YET
@@ -456,6 +458,7 @@ def test_rows_group_workers_under_their_trainer_and_show_the_dead():
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_dltop_demo_in_a_real_terminal():
     session = f"dltop-test-{time.monotonic_ns()}"
+    jobs: list = []
     command = f"cd {ROOT} && exec python -m dltop demo --scenario healthy"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30", command], check=True)
     try:
@@ -465,13 +468,19 @@ def test_dltop_demo_in_a_real_terminal():
 
         wait_for(lambda: "└ worker" in screen(), 90, "the worker table in tmux")
         assert "HEALTHY" in screen() or "data wait" in screen()
+        pane = int(subprocess.run(["tmux", "display", "-p", "-t", session, "#{pane_pid}"], capture_output=True,
+                                  text=True).stdout)  # fmt: skip
+        jobs = _demo_jobs(pane)  # this demo's job and workers (another demo job on the machine is not ours)
+        assert jobs
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
         wait_for(lambda: subprocess.run(["tmux", "has-session", "-t", session]).returncode != 0, 30, "dltop to quit")
-        wait_for(lambda: not _demo_jobs(), 15, "the demo job to be gone")
+        wait_for(lambda: not [p for p in jobs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], 15,
+                 "the demo job to be gone")  # fmt: skip
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
-        for pid in _demo_jobs():
-            subprocess.run(["kill", "-9", str(pid)])
+        for proc in jobs:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
 
 def _wakeups(pid: int) -> int:
@@ -526,9 +535,20 @@ def test_the_input_thread_sleeps_until_a_key_and_keys_still_work():
     assert quiet <= textual / 3, f"dltop's driver woke {quiet} times in 3 s (Textual's: {textual})"
 
 
-def _demo_jobs() -> list:
-    out = subprocess.run(["pgrep", "-f", "dltop.demo.job"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+def _demo_jobs(pane: int) -> list:
+    """The demo job's processes that dltop, in the tmux pane ``pane``, started."""
+    try:
+        descendants = psutil.Process(pane).children(recursive=True)
+    except psutil.Error:
+        return []
+    return [p for p in descendants if "dltop.demo.job" in " ".join(_cmdline(p))]
+
+
+def _cmdline(proc: psutil.Process) -> list:
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
 
 
 def test_the_gpu_panel_draws_history_and_the_jobs_memory():
