@@ -49,15 +49,13 @@ from dltop.collect.stacks.austin import (
 from dltop.collect.stacks.austin import dump_command as austin_dump_command
 from dltop.collect.stacks.budget import (
     DUMPS_PER_S,
-    LIVE_VIEW,
     MAX_IN_FLIGHT,
     ROUTINE,
+    SWEEP_WINDOW_S,
     DumpBudget,
     Pricing,
-    Watcher,
     dump_rank,
     sweep_interval_s,
-    sweep_window_s,
 )
 from dltop.collect.stacks.hangs import HangEvidence, RunStart
 from dltop.collect.stacks.pyspy import (
@@ -87,11 +85,10 @@ class Sweep:
     found: bool = False  # its window has sampled a main thread
     failed: bool = False  # a window sampled none: routine dumps from now on
     swept_at: Optional[float] = None  # workers
-    interval_s: float = 0.0  # trainers: how often its run sweeps; workers: that of the sweep that gave their stack
 
-    def lately(self, now: float) -> bool:
+    def lately(self, now: float, share: float) -> bool:
         """A sweep gave this worker's stack lately (it goes on doing so)."""
-        return self.swept_at is not None and now - self.swept_at <= 2 * self.interval_s + 1
+        return self.swept_at is not None and now - self.swept_at <= 2 * sweep_interval_s(share) + 1
 
 
 @dataclass
@@ -140,11 +137,8 @@ class StackSampler:
         self.departed: dict[int, ProcessStacks] = {}  # workers that went away (their last stack)
         self.requested: set[int] = set()  # pids the user is looking at: dumped every tick
         # this job's part of the budgets: a node watcher following several jobs splits one
-        # budget between them
+        # live view's budget between them
         self.share = 1.0
-        # who watches: a live view keeps its floors whatever they cost; the node watcher (the
-        # exporter) sets NODE, whose budget holds as trainers multiply
-        self.watcher: Watcher = LIVE_VIEW
         # trainer pid -> [(began, ready or None)] of its workers' start-ups (collect/events/startup.py)
         self.startups: Optional[Callable[[int], list[tuple[float, Optional[float]]]]] = None
         self._budget = DumpBudget()
@@ -362,7 +356,7 @@ class StackSampler:
                     continue  # its schedstat was never read (it went while listed): nothing to date the sample by
                 proc.run_began = proc.hang.began(seen_at, self._wall())
                 self._add_dump(proc, [ThreadStack(pid, "MainThread", frames)])
-                proc.sweep.swept_at, proc.sweep.interval_s = now, trainer.sweep.interval_s
+                proc.sweep.swept_at = now
             if result is not None:
                 trainer.sweep.run = None
                 trainer.sweep.failed = not trainer.sweep.found and not result.gone and _alive(trainer)
@@ -404,32 +398,30 @@ class StackSampler:
             elif proc.run is None:
                 self._start_record(proc, py_spy, len(trainers), now)
             if proc.sweep.run is None:
-                self._start_sweep(proc, len(trainers))
+                self._start_sweep(proc)
 
     def _start_record(self, proc: ProcessStacks, py_spy: str, trainers: int, now: float) -> None:
         """A ``py-spy record`` window at the rate its share affords, priced by the last window's cost."""
         windows_done = proc.trainer_samples.windows_done
-        proc.pricing.plan_record(windows_done, self.share, trainers, self.watcher)
+        proc.pricing.plan_record(windows_done, self.share, trainers)
         output = os.path.join(self._tmp, f"record-{proc.pid}-{windows_done}.txt")
         command = record_command(py_spy, proc.pid, int(proc.pricing.rate), proc.pricing.seconds, output)
         self._start(proc, PySpyRun(command, proc.pricing.seconds + DUMP_TIMEOUT_S, output), now, recording=True)
 
     def _start_stream(self, proc: ProcessStacks, austin: str, trainers: int, now: float) -> None:
         """An Austin window at the rate its share affords, priced by the last window's cost."""
-        proc.pricing.plan_stream(proc.trainer_samples.windows_done, self.share, trainers, self.watcher)
+        proc.pricing.plan_stream(proc.trainer_samples.windows_done, self.share, trainers)
         command = stream_command(austin, proc.pid, proc.pricing.rate, proc.pricing.seconds)
         self._start(proc, StreamRun(command, proc.pricing.seconds + DUMP_TIMEOUT_S), now, recording=True)
         proc.stream_from = now
 
-    def _start_sweep(self, trainer: ProcessStacks, trainers: int) -> None:
+    def _start_sweep(self, trainer: ProcessStacks) -> None:
         """Sweep the processes under a trainer with workers, where Austin can read its Python."""
         if not self.austin or trainer.austin_failed or trainer.sweep.failed or not self._has_workers():
             return
-        interval_s = sweep_interval_s(self.share, trainers, self.watcher)
-        seconds = sweep_window_s(self.share, trainers, self.watcher)
-        command = stream_command(self.austin, trainer.pid, 1 / interval_s, seconds, children=True)
-        trainer.sweep.run, trainer.sweep.found = StreamRun(command, seconds + DUMP_TIMEOUT_S), False
-        trainer.sweep.interval_s = interval_s
+        rate = 1 / sweep_interval_s(self.share)
+        command = stream_command(self.austin, trainer.pid, rate, SWEEP_WINDOW_S, children=True)
+        trainer.sweep.run, trainer.sweep.found = StreamRun(command, SWEEP_WINDOW_S + DUMP_TIMEOUT_S), False
 
     def _start_dumps(self, now: float, py_spy: str) -> None:
         in_flight = sum(1 for p in self.procs.values() if p.run is not None and p.role != "trainer")
@@ -437,7 +429,7 @@ class StackSampler:
             rank = self._priority(proc)[0]
             if in_flight >= MAX_IN_FLIGHT:
                 break
-            if rank == ROUTINE and proc.loader_config is not None and proc.sweep.lately(now):
+            if rank == ROUTINE and proc.loader_config is not None and proc.sweep.lately(now, self.share):
                 continue  # the sweep refreshes it (a worker not read in _worker_loop yet is dumped with locals)
             if not self._budget.take(rank):
                 continue
