@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import psutil
@@ -44,8 +45,12 @@ def test_stat_readers_agree_with_psutil():
     assert abs(stat.cpu_ticks / procfs.CLOCK_TICKS - (times.user + times.system)) < 0.1
     assert stat.num_threads == proc.num_threads()
     assert abs(stat.rss_pages * procfs.PAGE_SIZE - proc.memory_info().rss) < 8 << 20
-    child = subprocess.Popen(["sleep", "30"], stdin=subprocess.PIPE)  # fds of another process: listing adds none
+    # fds of another process: listing adds none. The child says when it is ready: right after exec
+    # the dynamic loader briefly holds a file of its own open, and the two counts may straddle it.
+    ready = "import sys, time; print(flush=True); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", ready], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
+        assert child.stdout is not None and child.stdout.readline() == b"\n"
         assert procfs.count_fds(child.pid) == psutil.Process(child.pid).num_fds() >= 3
     finally:
         child.kill()
