@@ -139,8 +139,8 @@ def parse_nofile_soft_limit(text: str) -> Optional[int]:
 
 
 def read_nofile_soft_limit(pid: int) -> Optional[int]:
-    # /proc/<pid>/limits is world-readable, unlike prlimit() on another user's process.
-    return parse_nofile_soft_limit((PROC / str(pid) / "limits").read_text())
+    # /proc/<pid>/limits is world-readable, unlike prlimit() on another user's process; ~1.4 KB
+    return parse_nofile_soft_limit(_read_small(f"{PROC}/{pid}/limits").decode(errors="replace"))
 
 
 def parse_nspid(status_text: str) -> list:
@@ -168,9 +168,9 @@ def read_environ(pid: int, keys: tuple) -> dict:
 
 def thread_names(pid: int) -> list:
     names = []
-    for task in os.scandir(PROC / str(pid) / "task"):
+    for task in os.scandir(f"{PROC}/{pid}/task"):
         try:
-            names.append(Path(task.path, "comm").read_text().rstrip("\n"))
+            names.append(_read_small(f"{task.path}/comm", 64).decode(errors="replace").rstrip("\n"))
         except OSError:
             continue  # the thread ended while we listed them
     return names
