@@ -61,7 +61,9 @@ def render(snapshot: Snapshot) -> str:
     lines.append("")
     for loader in snapshot.loaders:
         kind = f" · {loader.dataset_kind} dataset {loader.dataset or ''}".rstrip() if loader.dataset_kind else ""
-        parts = f" · {loader.parts_source}" if loader.parts_source else ""
+        seen = loader.parts_seen
+        read = f", {seen} seen read" if seen is not None and loader.parts is not None and seen < loader.parts else ""
+        parts = f" · {loader.parts_source}{read}" if loader.parts_source else ""
         lines.append(
             f"loader of trainer {loader.trainer_pid}{kind}{parts}: {loader.num_workers} workers ({loader.start_method})"
             f" · respawns {loader.worker_respawns} · exited {len(loader.workers_exited)}"

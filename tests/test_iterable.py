@@ -106,9 +106,17 @@ def test_a_shard_file_is_a_numbered_data_file_and_its_siblings_share_its_name():
     assert shard_pattern("/data/train.tar") is None and shard_pattern("/data/train-1.py") is None
 
 
-def test_parts_counted_from_a_directory_but_not_all_seen_read_carry_a_caveat():
-    window = _iterable(bound_window(80.0, workers=1, cpu=100.0), parts=4, source="4 shard files like /d/train-0.tar")
-    window = [dataclasses.replace(s, loaders=[dataclasses.replace(s.loaders[0], parts_seen=1)]) for s in window]
-    finding = _input_bound(diagnose(window))
-    more = finding.evidence["suggested_workers"]
-    assert 1 < more <= 4 and "saw 1 read: check it reads them all" in finding.detail
+def test_of_shard_files_counted_in_a_folder_only_those_seen_read_are_advised_on():
+    """A folder may hold more shards than the loader reads (webdataset over 2 of 4): advice goes no
+    further than the files its workers were seen reading, and rises as they are seen reading more."""
+    counted = _iterable(bound_window(80.0, workers=1, cpu=100.0), parts=4, source="4 shard files like /d/train-0.tar")
+
+    def seen(count: int) -> list:
+        return [dataclasses.replace(s, loaders=[dataclasses.replace(s.loaders[0], parts_seen=count)]) for s in counted]
+
+    finding = _input_bound(diagnose(seen(1)))
+    assert finding.evidence["suggested_workers"] == 1 and finding.evidence["parts"] == 1
+    assert "it has 1 (seen read so far, of the 4 shard files like /d/train-0.tar)" in finding.suggestion
+    assert "if it reads all 4 files in that folder" in finding.suggestion
+    finding = _input_bound(diagnose(seen(4)))
+    assert 1 < finding.evidence["suggested_workers"] <= 4 and "seen read" not in finding.suggestion

@@ -232,30 +232,31 @@ def _across_ranks(cap: Capacity, per_rank: int) -> str:
 
 
 def _parts_needed(cap: Capacity, workers: int) -> str:
-    """An iterable source whose parts dltop could not count, or counted from a directory that may
-    hold more than the loader reads: the count holds only if there are enough."""
-    loader = cap.loader
-    if loader.dataset_kind != "iterable":
+    """An iterable source whose parts dltop could not count: the count holds only if there are enough."""
+    if cap.loader.dataset_kind != "iterable" or "parts" in cap.caps:
         return ""
-    need = (f" An IterableDataset gives each worker its own part of the source (shards, files): {workers} workers"
+    return (f" An IterableDataset gives each worker its own part of the source (shards, files): {workers} workers"
             f" need at least {workers} parts, or the extra ones get nothing (webdataset stops the job).")  # fmt: skip
-    if "parts" not in cap.caps:
-        return need
-    seen = loader.parts_seen
-    if seen is not None and seen < workers and cap.parts_source == loader.parts_source:
-        return f"{need} dltop counted {loader.parts} files like its shards, saw {seen} read: check it reads them all."
-    return ""
 
 
 def _reshard(cap: Capacity) -> Optional[str]:
-    """The parts of an iterable source bind: more, smaller shards let more workers read at once."""
+    """The parts of an iterable source bind: more, smaller shards let more workers read at once.
+    Parts known only as the shard files seen read so far (of more in their folder) may be all the
+    loader reads, or the first of them: both are said."""
     parts = cap.caps["parts"]
     want = min([cap.needed or parts, *(v for k, v in cap.caps.items() if k != "parts")])
     if want <= parts:
         return None
     how = f" ({cap.parts_source})" if cap.parts_source else ""
-    return (f"re-shard the source into at least {want} parts (it has {parts}{how}: workers beyond the parts get"
-            f" nothing), then {loader_change(cap.loader, num_workers=want)}{_across_ranks(cap, want)}")  # fmt: skip
+    reshard = (f"re-shard the source into at least {want} parts (it has {parts}{how}: workers beyond the parts get"
+               f" nothing), then {loader_change(cap.loader, num_workers=want)}{_across_ranks(cap, want)}")  # fmt: skip
+    loader = cap.loader
+    if loader.parts_seen is not None and loader.parts is not None and parts == loader.parts_seen < loader.parts:
+        return (
+            f"{reshard}; if it reads all {loader.parts} files in that folder, dltop raises its count as it"
+            " sees its workers read more of them"
+        )
+    return reshard
 
 
 def _within(cap: Capacity) -> str:

@@ -306,11 +306,16 @@ def source_parts(window: Window, loader: LoaderSample, settings: Settings) -> tu
     """(parts, how known) of an iterable loader's source: the fewest of what the collector counted
     and what its starving workers imply — torch's convention (webdataset's split_by_worker,
     datasets' shards) deals parts round-robin, so with k of N workers starving there are N - k (a
-    directory may hold more shards than the loader reads)."""
+    directory may hold more shards than the loader reads). Of shard files counted in a folder,
+    only those seen read count: more workers than the loader's parts crash webdataset at start or
+    idle, so the count grows as its workers are seen reading more, never ahead of them."""
     if loader.dataset_kind != "iterable":
         return None, None
+    parts, how = loader.parts, loader.parts_source
+    if parts is not None and loader.parts_seen is not None and loader.parts_seen < parts:
+        parts, how = loader.parts_seen, f"seen read so far, of the {loader.parts_source}"
     starving = starving_workers(window, loader, settings)
     implied = loader.num_workers - starving.count if starving.count else None
-    if implied is not None and (loader.parts is None or implied < loader.parts):
+    if implied is not None and (parts is None or implied < parts):
         return implied, f"{starving.count} of its {loader.num_workers} workers get no data"
-    return loader.parts, loader.parts_source
+    return parts, how

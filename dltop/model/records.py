@@ -152,7 +152,7 @@ class LoaderSample:
     # there are where dltop could learn it, and from what (parts_source, in words)
     parts: Optional[int] = None
     parts_source: Optional[str] = None
-    parts_seen: Optional[int] = None  # of parts counted from shard files, those seen read (fewer: an upper bound)
+    parts_seen: Optional[int] = None  # of parts counted from shard files, those seen read (advice goes no further)
     # "file:line" of the call the user owns that sets its worker count, and how: the call
     # (DataLoader, create_loader, TrainingArguments), its keyword, the command-line flag it reads
     built_by: Optional[str] = None

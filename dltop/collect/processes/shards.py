@@ -5,9 +5,11 @@ An ``IterableDataset`` hands each worker its own part of the source (webdataset'
 shards, parquet/arrow files, litdata's and MosaicML streaming's chunk files); workers beyond the
 parts get nothing. A worker reading a shard holds it open: its ``/proc/<pid>/fd`` links name the
 file, and the shard's directory, read through the job's own root, holds its siblings — files
-named alike (``train-000017.tar``: the same name with other digits). Their number is the parts
-the source has. Read every ``EVERY_S`` per loader (a readlink per descriptor), only for the
-workers of iterable loaders; what cannot be read (another user's job) leaves the count unknown.
+named alike (``train-000017.tar``: the same name with other digits). Their number bounds the
+parts the source has; the distinct files seen read, which grow as the workers move from shard to
+shard, are the parts known to be read (a folder may hold more than the loader reads). Read every
+``EVERY_S`` per loader (a readlink per descriptor), only for the workers of iterable loaders; what
+cannot be read (another user's job) leaves the count unknown.
 """
 
 from __future__ import annotations
@@ -110,8 +112,9 @@ def _count_siblings(pid: int, files: set[str]) -> tuple[Optional[int], Optional[
         count = max(count, len(mine))
         if best[0] is None or count > best[0]:
             example = os.path.basename(sorted(mine)[0])
-            # the directory may hold more than the loader reads (a subset of a range): say how many were seen read
-            best = (count, f"{count} shard files like {directory}/{example}, {len(mine)} of them seen read", len(mine))
+            # the directory may hold more than the loader reads (a subset of a range): how many were
+            # seen read goes with it (figures.source_parts counts only those)
+            best = (count, f"{count} shard files like {directory}/{example}", len(mine))
     return best
 
 
