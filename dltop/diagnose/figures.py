@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
 
-from dltop.diagnose.window import Window
+from dltop.diagnose.window import Window, of_tick
 from dltop.model import JOB_ROLES, LoaderSample, ProcessSample, Snapshot
 from dltop.settings import Settings
 
@@ -37,9 +37,9 @@ class WorkerFigures:
         return max(self.busy, self.cpu)
 
 
-@dataclass(frozen=True)
-class _WorkerTick:
-    """One snapshot's readings of a set of workers, as sums the window adds up."""
+class _WorkerTick(NamedTuple):
+    """One snapshot's readings of a set of workers, as sums the window adds up (a tuple: the window
+    adds each column up at once)."""
 
     stacked: int  # workers with a stack and a known activity
     busy: int  # ... of them fetching, collating, sending or stuck
@@ -60,13 +60,14 @@ def _worker_tick(snap: Snapshot, pids: frozenset[int]) -> _WorkerTick:
 
 
 def worker_figures(window: Window, pids: set[int]) -> WorkerFigures:
-    ticks = window.per_tick(_worker_tick, frozenset(pids))
-    stacked, busy = sum(t.stacked for t in ticks), sum(t.busy for t in ticks)
-    rated = ticks[1:]  # rates need a tick before them
-    cpu = sum(t.cpu for t in rated) / max(1, sum(t.rated for t in rated))
-    waits = sum(t.wait for t in rated) / max(1, sum(t.waited for t in rated))
+    stacked, busy, rated, cpu, waited, wait = zip(*window.per_tick(_worker_tick, frozenset(pids)))
+    # rates need a tick before them: the first tick's are left out
+    cpu_share = sum(cpu[1:]) / max(1, sum(rated[1:]))
+    waits = sum(wait[1:]) / max(1, sum(waited[1:]))
     memory = _mean([m for p in window.latest.processes if p.pid in pids and (m := private_memory(p))])
-    return WorkerFigures(busy / stacked if stacked else min(1.0, cpu), cpu, waits, memory or 0.0, bool(stacked))
+    stacked_total, busy_total = sum(stacked), sum(busy)
+    return WorkerFigures(busy_total / stacked_total if stacked_total else min(1.0, cpu_share), cpu_share, waits,
+                         memory or 0.0, bool(stacked_total))  # fmt: skip
 
 
 def private_memory(proc: ProcessSample) -> Optional[int]:
@@ -91,9 +92,17 @@ def job_cpu(snap: Snapshot) -> Optional[float]:
 
 def process_share(snap: Snapshot, pid: int, attr: str = "cpu_percent") -> Optional[float]:
     """One process's percentage figure at this tick, in cores (None if it has none)."""
-    proc = next((p for p in snap.processes if p.pid == pid), None)
+    proc = of_tick(snap, processes_by_pid).get(pid)
     value = getattr(proc, attr) if proc is not None else None
     return value / 100 if value is not None else None
+
+
+def processes_by_pid(snap: Snapshot) -> dict[int, ProcessSample]:
+    """The tick's processes by pid (the first of a pid listed twice, as a search in order finds it)."""
+    found: dict[int, ProcessSample] = {}
+    for proc in snap.processes:
+        found.setdefault(proc.pid, proc)
+    return found
 
 
 def column_means(rows: Iterable[tuple[Optional[float], ...]], width: int) -> tuple[Optional[float], ...]:
@@ -104,13 +113,15 @@ def column_means(rows: Iterable[tuple[Optional[float], ...]], width: int) -> tup
 
 
 def cpu_figures(snap: Snapshot, trainer_pid: int) -> tuple[Optional[float], Optional[float], Optional[float]]:
-    """(job's cores, the trainer's cores, its main thread's cores) at one tick."""
-    return job_cpu(snap), process_share(snap, trainer_pid), process_share(snap, trainer_pid, "main_thread_cpu_percent")
+    """(job's cores, the trainer's cores, its main thread's cores) at one tick (the job's worked out
+    once a tick, not once per trainer)."""
+    main_thread = process_share(snap, trainer_pid, "main_thread_cpu_percent")
+    return of_tick(snap, job_cpu), process_share(snap, trainer_pid), main_thread
 
 
 def job_load(snap: Snapshot) -> tuple[Optional[float], Optional[float]]:
     """(cores the job used, cores its processes waited for in the run queue) at one tick."""
-    return job_cpu(snap), job_sum(snap, "cpu_wait_percent")
+    return of_tick(snap, job_cpu), job_sum(snap, "cpu_wait_percent")
 
 
 @dataclass(frozen=True)

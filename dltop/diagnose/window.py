@@ -75,6 +75,7 @@ class Window:
         self.ticks: list[Snapshot] = list(ticks)
         self.shown_advice: Mapping[tuple[int, str], ShownAdvice] = shown_advice or {}
         self._figures: dict[tuple[Hashable, ...], Any] = {}  # (figure, *args) -> its value for the window
+        self._per_tick: dict[tuple[Hashable, ...], list[Any]] = {}  # (figure, *args) -> its value per tick
 
     @property
     def latest(self) -> Snapshot:
@@ -94,13 +95,14 @@ class Window:
         """``figure(tick, *args)`` for every tick, oldest first: a figure of that tick alone, worked
         out once in the tick's life."""
         key = (figure, *args)
-        values = []
-        for figures, tick in zip(self._tick_figures, self.ticks):
-            value = figures.get(key, _UNSET)
-            if value is _UNSET:
-                value = figures[key] = figure(tick, *args)
-            values.append(value)
-        return values
+        values = self._per_tick.get(key)  # several rules of one diagnosis read the same
+        if values is None:
+            values = self._per_tick[key] = [figures.get(key, _UNSET) for figures in self._tick_figures]
+            if _UNSET in values:  # ticks that came since the last diagnosis (a live window: the newest)
+                for index, (figures, tick) in enumerate(zip(self._tick_figures, self.ticks)):
+                    if values[index] is _UNSET:
+                        values[index] = figures[key] = figure(tick, *args)
+        return list(values)
 
     def per_step(self, figure: Callable[..., T], *args: Hashable) -> list[T]:
         """``figure(previous, tick, *args)`` for every tick after the first, oldest first: a figure
