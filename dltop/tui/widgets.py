@@ -261,9 +261,10 @@ class SystemPanel(TextPanel):
 
 
 class WorkersTable(ScrollView, can_focus=True):
-    """Job processes grouped by trainer, as htop draws them: each row one pre-formatted line, kept
-    until its figures change, so a refresh costs a few string joins however many workers there are
-    (a DataTable re-renders every cell: ~75 ms per refresh at 64 workers, this ~1 ms)."""
+    """Job processes grouped by trainer, as htop draws them: each row one line, formatted when it is
+    first drawn and kept until its figures change, so a refresh costs a few string joins for the
+    rows on screen however many workers there are (a DataTable re-renders every cell: ~75 ms per
+    refresh at 64 workers, this ~1 ms)."""
 
     BINDINGS = [
         Binding("up", "cursor_up", show=False),
@@ -279,8 +280,8 @@ class WorkersTable(ScrollView, can_focus=True):
         self.cursor = 0
         self._keys: list = []
         self._rows: list = []
-        self._lines: list = []  # a Strip per row
-        self._cache: dict = {}  # (alert, cell texts) -> Strip: unchanged rows are not formatted again
+        self._lines: list = []  # each row's (alert, cell texts), formatted when it is drawn
+        self._cache: dict = {}  # (alert, cell texts) -> Strip, for rows drawn: an unchanged row is not formatted again
         self._columns: tuple = view.NARROW
 
     def show(self, snap: Snapshot) -> None:
@@ -294,12 +295,10 @@ class WorkersTable(ScrollView, can_focus=True):
         self.cursor = min(self.cursor, max(0, len(self._rows) - 1))
         if cursor != self.cursor:
             columns = ()  # the highlight moved with its row: repaint all
-        cache, self._cache = self._cache, {}
-        before, self._lines = self._lines, []
-        for row in self._rows:
-            key = (row.alert, tuple(row.cells.get(c, "") for c in self._columns))
-            self._cache[key] = cache.get(key) or self._format(key[1], ALERT_RICH.get(row.alert or ""))
-            self._lines.append(self._cache[key])
+        before = self._lines
+        self._lines = [(row.alert, tuple(row.cells.get(c, "") for c in self._columns)) for row in self._rows]
+        kept = set(self._lines)  # rows off screen are formatted only if they scroll in (64 workers: most)
+        self._cache = {key: strip for key, strip in self._cache.items() if key in kept}
         self.virtual_size = Size(self._line_width(), len(self._rows) + 1)
         self._refresh_changed(before, columns)
 
@@ -312,7 +311,7 @@ class WorkersTable(ScrollView, can_focus=True):
         changed = [
             Region(0, index - top + 1, width, 1)
             for index, (old, new) in enumerate(zip(before, self._lines))
-            if old is not new and top <= index < top + self.size.height - 1
+            if old != new and top <= index < top + self.size.height - 1
         ]
         if changed:  # one call: each refresh() clears caches and wakes the message loop
             self.refresh(*changed)
@@ -325,6 +324,13 @@ class WorkersTable(ScrollView, can_focus=True):
         text = " " + " ".join(_fit(value, *layout) for value, layout in zip(cells, _layout(self._columns)))
         return Strip([Segment(text, style)], len(text))
 
+    def _strip(self, line: tuple) -> Strip:
+        """A row's line, formatted the first time it is drawn with these texts."""
+        strip = self._cache.get(line)
+        if strip is None:
+            strip = self._cache[line] = self._format(line[1], ALERT_RICH.get(line[0] or ""))
+        return strip
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         scroll_x, scroll_y = self.scroll_offset
@@ -334,7 +340,7 @@ class WorkersTable(ScrollView, can_focus=True):
             index = scroll_y + y - 1
             if index >= len(self._rows):
                 return Strip.blank(width)
-            strip = self._lines[index]
+            strip = self._strip(self._lines[index])
             if index == self.cursor:
                 strip = strip.apply_style(CURSOR_RICH if self.has_focus else CURSOR_BLUR_RICH)
         return strip.crop_extend(scroll_x, scroll_x + width, None)
