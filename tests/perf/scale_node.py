@@ -50,6 +50,7 @@ from scale_job import DEFAULT_JOB_ARGS, ScaleJob, job_cpu, parse_shape
 
 WARMUP_S = 5.0
 TOOLS = ("htop", "live", "exporter")
+LIVE_FROM: dict = {}  # "live@LABEL" -> the checkout whose live view runs beside this one's (--live-from)
 
 
 def watchers(job: ScaleJob, directory: Path, only: tuple) -> dict:
@@ -62,6 +63,10 @@ def watchers(job: ScaleJob, directory: Path, only: tuple) -> dict:
         if "live" in only:
             pane = Tmux(f"cd {ROOT} && exec {sys.executable} -m dltop --pid {job.pid}")
             started["live"] = (pane.pid, pane.close, pane.check_alive)
+        for name in only:
+            if name.startswith("live@"):  # the live view of another checkout, side by side
+                pane = Tmux(f"cd {shlex.quote(LIVE_FROM[name])} && exec {sys.executable} -m dltop --pid {job.pid}")
+                started[name] = (pane.pid, pane.close, pane.check_alive)
         if "exporter" in only:
             exporter = Exporter(directory / f"exporter-{time.monotonic_ns()}.txt")
             scraper = Scraper(exporter)
@@ -217,6 +222,8 @@ def main() -> None:
     parser.add_argument("--profile-warmup", type=float, default=100.0)
     parser.add_argument("--profile-out", help="keep the folded stacks as PREFIX-live.txt, PREFIX-exporter.txt")
     parser.add_argument("--isolate", action="store_true", help="run in a PID namespace of its own (root)")
+    parser.add_argument("--live-from", nargs="*", default=[], metavar="LABEL=DIR",
+                        help="the live view of another checkout too (before/after a change), side by side")  # fmt: skip
     args = parser.parse_args()
     if args.isolate:
         rest = [arg for arg in sys.argv[1:] if arg != "--isolate"]
@@ -228,7 +235,10 @@ def main() -> None:
             sys.exit(subprocess.run(command).returncode)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # killed: still stop the job (finally)
     PROFILE_S[0] = args.profile_seconds
-    only = tuple(args.only)
+    for spec in args.live_from:
+        label, _, directory = spec.partition("=")
+        LIVE_FROM[f"live@{label}"] = directory
+    only = (*args.only, *LIVE_FROM)
     isolated = " (in a PID namespace of its own)" if os.getppid() == 1 and os.getpid() < 10 else ""
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} before the jobs; {time.ctime()}{isolated}")
     print(f"job: torchrun --standalone --nproc_per_node R -m dltop.demo.job --workers W {args.job_args}")
@@ -296,8 +306,9 @@ def summarize(results: dict, only: tuple, args: argparse.Namespace) -> None:
     header = f"{'shape':<6} {'procs':>5} {'job':>6}"
     for name in only:
         header += f" {name + ' first':>15} {name + ' steady':>16}"
-    if "live" in only and "htop" in only:
-        header += f" {'live/htop steady':>17}"
+    lives = [name for name in only if name.startswith("live") and "htop" in only]
+    for name in lives:
+        header += f" {name + '/htop steady':>17}"
     print(header)
     lines: dict = {name: [] for name in only}
     for shape, (processes, _alone, rounds) in results.items():
@@ -309,8 +320,8 @@ def summarize(results: dict, only: tuple, args: argparse.Namespace) -> None:
             medians[name] = steady
             lines[name].append((processes, steady))
             row += f" {first:>15.2f} {steady:>16.2f}"
-        if "live" in medians and "htop" in medians:
-            row += f" {medians['live'] / medians['htop']:>17.2f}"
+        for name in lives:
+            row += f" {medians[name] / medians['htop']:>17.2f}"
         print(row)
         for name in only:
             runs = " | ".join(" ".join(f"{s:.2f}" for s in r[name]) for r in rounds)
