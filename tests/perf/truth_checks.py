@@ -487,15 +487,22 @@ def _lib_kind(loaders: dict, shape: LibShape) -> Check:
 
 
 def _lib_parts(report: dict, loaders: dict, shape: LibShape) -> Check:
-    """The loader's parts (and input-bound's evidence.parts where it has the key), null for a map."""
+    """The loader's parts (and input-bound's evidence.parts where it has the key), null for a map.
+    Of shard files counted in a folder, the parts are those seen read (the count bounds them)."""
     if any("parts" not in ld for ld in loaders.values()):
         return Check("parts", NA, str(shape.parts), None)
-    said = sorted({str(ld.get("parts")) for ld in loaders.values()})
+    said = sorted({str(_parts_read(ld)) for ld in loaders.values()})
     bound = [f["evidence"]["parts"] for f in report.get("findings", [])
              if f["id"] == "input-bound" and "parts" in (f.get("evidence") or {})]  # fmt: skip
     shown = ",".join(said) + (f" (input-bound: {','.join(map(str, bound))})" if bound else "")
     ok = said == [str(shape.parts)] and all(b == shape.parts for b in bound)
     return Check("parts", shown, str(shape.parts), ok)
+
+
+def _parts_read(loader: dict) -> object:
+    """The parts dltop advises on: the shard files seen read where fewer than the folder holds."""
+    parts, seen = loader.get("parts"), loader.get("parts_seen")
+    return seen if parts is not None and seen is not None and seen < parts else parts
 
 
 def _lib_advice_parts(report: dict, trainers: list, shape: LibShape) -> Check:
