@@ -24,7 +24,7 @@ from dltop.collect.stacks.sampler import StackSampler
 from dltop.collect.stacks.source_lines import LoaderSite, SourceLines
 from dltop.frames import dataset_kind, worker_activity
 from dltop.frames import start_method as stack_start_method
-from dltop.model import DatasetKind, JobInfo, LoaderSample, ProcessSample, Snapshot, is_stuck
+from dltop.model import DatasetKind, Frame, JobInfo, LoaderSample, ProcessSample, Snapshot, is_stuck
 from dltop.redact import redact_command
 from dltop.settings import DEFAULTS, Settings
 
@@ -33,6 +33,7 @@ from dltop.settings import DEFAULTS, Settings
 MEMORY_BUDGET_S = 0.003
 SETTLE_S = 1.5
 PIN_TTL_S = 5.0
+CODED_FRAMES_MAX = 20_000  # frames kept with their source line (a job's code has far fewer places)
 
 
 class Collector:
@@ -78,6 +79,7 @@ class Collector:
         self._main_runs: dict = {}  # (pid, start ticks) of a trainer -> (clock, main thread run ns)
         self._sites: dict[tuple, Optional[LoaderSite]] = {}  # (trainer pid, dataset class) -> the call building it
         self._coded: dict = {}  # pid -> (stack, the stack with source lines)
+        self._coded_frames: dict = {}  # frame -> the frame with its source line (files are read once)
         self._pin_cache: dict = {}  # trainer pid -> (clock, pin_memory)
         self.processes = ProcessSampler(clock, wall)
         self.placements = PlacementReader()
@@ -254,11 +256,21 @@ class Collector:
         """The stack with source lines, worked out once per new stack (not every tick)."""
         cached = self._coded.get(pid)
         if cached is None or cached[0] is not stack:
-            cached = self._coded[pid] = (
-                stack,
-                [dataclasses.replace(f, code=self.sources.line(pid, f.file, f.line)) for f in stack],
-            )
+            cached = self._coded[pid] = (stack, [self._coded_frame(pid, f) for f in stack])
         return cached[1]
+
+    def _coded_frame(self, pid: int, frame: Frame) -> Frame:
+        """A frame with its source line, built once: a trainer's stacks arrive every tick and share
+        most of their frames (SourceLines keeps a file's lines by its path, so a frame's line is
+        the same whichever process showed it)."""
+        coded = self._coded_frames.get(frame)
+        if coded is None:
+            if len(self._coded_frames) >= CODED_FRAMES_MAX:
+                self._coded_frames.clear()
+            coded = self._coded_frames[frame] = dataclasses.replace(
+                frame, code=self.sources.line(pid, frame.file, frame.line)
+            )
+        return coded
 
     def _last_known(self, pid: int) -> tuple:
         """(activity, stack) of a worker that just went away, from its last dump."""
