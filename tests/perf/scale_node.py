@@ -6,6 +6,8 @@ and each round, three watchers start together and run side by side over the same
 
 * ``htop`` in tmux (its default delay, 1.5 s): the anchor;
 * the live view ``dltop --pid <torchrun launcher>`` in tmux (default interval 1 s, stacks on);
+  ``--refresh S`` runs both at one refresh (``htop -d``, ``dltop --interval``): the cost of a
+  refresh side by side, where the defaults compare 2 refreshes of htop with 3 of dltop;
 * ``dltop exporter`` (default interval 5 s), scraped every 15 s as Prometheus would.
 
 Each watcher's cost is the CPU time of it and of every child it started (Austin, py-spy) over
@@ -51,6 +53,7 @@ from scale_job import DEFAULT_JOB_ARGS, ScaleJob, job_cpu, parse_shape
 WARMUP_S = 5.0
 TOOLS = ("htop", "live", "exporter")
 LIVE_FROM: dict = {}  # "live@LABEL" -> the checkout whose live view runs beside this one's (--live-from)
+REFRESH_S: list = [None]  # --refresh: htop's delay and the live view's interval alike (None: each its default)
 
 
 def watchers(job: ScaleJob, directory: Path, only: tuple) -> dict:
@@ -58,14 +61,17 @@ def watchers(job: ScaleJob, directory: Path, only: tuple) -> dict:
     started: dict = {}
     try:
         if "htop" in only:
-            pane = Tmux(f"cd {ROOT} && exec htop")
+            delay = f" -d {round(REFRESH_S[0] * 10)}" if REFRESH_S[0] else ""  # tenths of a second
+            pane = Tmux(f"cd {ROOT} && exec htop{delay}")
             started["htop"] = (pane.pid, pane.close, pane.check_alive)
+        interval = f" --interval {REFRESH_S[0]:g}" if REFRESH_S[0] else ""
         if "live" in only:
-            pane = Tmux(f"cd {ROOT} && exec {sys.executable} -m dltop --pid {job.pid}")
+            pane = Tmux(f"cd {ROOT} && exec {sys.executable} -m dltop --pid {job.pid}{interval}")
             started["live"] = (pane.pid, pane.close, pane.check_alive)
         for name in only:
             if name.startswith("live@"):  # the live view of another checkout, side by side
-                pane = Tmux(f"cd {shlex.quote(LIVE_FROM[name])} && exec {sys.executable} -m dltop --pid {job.pid}")
+                checkout = shlex.quote(LIVE_FROM[name])
+                pane = Tmux(f"cd {checkout} && exec {sys.executable} -m dltop --pid {job.pid}{interval}")
                 started[name] = (pane.pid, pane.close, pane.check_alive)
         if "exporter" in only:
             exporter = Exporter(directory / f"exporter-{time.monotonic_ns()}.txt")
@@ -224,6 +230,8 @@ def main() -> None:
     parser.add_argument("--isolate", action="store_true", help="run in a PID namespace of its own (root)")
     parser.add_argument("--live-from", nargs="*", default=[], metavar="LABEL=DIR",
                         help="the live view of another checkout too (before/after a change), side by side")  # fmt: skip
+    parser.add_argument("--refresh", type=float, help="htop's delay and the live view's interval alike (s): the cost"
+                        " of a refresh side by side (default: each its own, htop 1.5 s, dltop 1 s)")  # fmt: skip
     args = parser.parse_args()
     if args.isolate:
         rest = [arg for arg in sys.argv[1:] if arg != "--isolate"]
@@ -235,6 +243,7 @@ def main() -> None:
             sys.exit(subprocess.run(command).returncode)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # killed: still stop the job (finally)
     PROFILE_S[0] = args.profile_seconds
+    REFRESH_S[0] = args.refresh
     for spec in args.live_from:
         label, _, directory = spec.partition("=")
         LIVE_FROM[f"live@{label}"] = directory
@@ -242,7 +251,8 @@ def main() -> None:
     isolated = " (in a PID namespace of its own)" if os.getppid() == 1 and os.getpid() < 10 else ""
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} before the jobs; {time.ctime()}{isolated}")
     print(f"job: torchrun --standalone --nproc_per_node R -m dltop.demo.job --workers W {args.job_args}")
-    print(f"watchers side by side: {', '.join(only)}; {args.rounds} rounds x {args.windows} windows of "
+    refresh = f"htop and the live view refresh every {args.refresh:g} s" if args.refresh else "default refreshes"
+    print(f"watchers side by side ({refresh}): {', '.join(only)}; {args.rounds} rounds x {args.windows} windows of "
           f"{args.seconds:.0f} s after a {WARMUP_S:.0f} s warm-up", flush=True)  # fmt: skip
     results: dict = {}
     for shape in args.sweep:
