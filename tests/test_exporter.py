@@ -238,6 +238,30 @@ def test_node_watcher_splits_the_stack_budget_and_drops_exited_jobs(monkeypatch)
     assert series(scrape(state), "dltop_jobs")[0].value == 1
 
 
+def test_the_node_watcher_samples_stacks_on_the_node_budget(monkeypatch):
+    """The exporter's stack sampling holds one budget as trainers multiply (budget.NODE); a live
+    view of one job keeps its own floors (budget.LIVE_VIEW)."""
+    from dltop.collect import collector
+    from dltop.collect.stacks.budget import LIVE_VIEW, NODE
+    from dltop.collect.stacks.sampler import StackSampler
+
+    opened = []
+
+    class FakeCollector:
+        def __init__(self, pid: int, **options) -> None:
+            self.stacks = StackSampler(pid, py_spy="py-spy", austin="")
+            self.settings = options["settings"]
+            opened.append(self)
+
+    monkeypatch.setattr(collector, "Collector", FakeCollector)
+    watcher = node.NodeWatcher(gpu=GpuSampler(module_name="dltop_tests_no_such_module"))
+    watcher._open(100)
+    live = FakeCollector(200, settings=None)
+    assert (opened[0].stacks.watcher, live.stacks.watcher) == (NODE, LIVE_VIEW)
+    for made in opened:
+        made.stacks.close()
+
+
 def test_a_job_whose_stack_sampling_breaks_counts_as_one_failed_collection(monkeypatch):
     monkeypatch.setattr(node, "find_jobs", lambda holders, discovery, skip: [SimpleNamespace(root_pid=300)])
     loop = FakeLoop(300, ticks=10)

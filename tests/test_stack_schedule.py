@@ -8,13 +8,26 @@ schedstat (main-thread CPU and timeslices) is what the test says it did. One tic
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
 import pytest
 
-from dltop.collect.stacks import sampler
-from dltop.collect.stacks.budget import DUMP_BURST, MAX_IN_FLIGHT, REQUESTED, ROUTINE, DumpBudget, Pricing
+from dltop.collect.stacks import pyspy, sampler
+from dltop.collect.stacks.budget import (
+    DUMP_BURST,
+    LIVE_VIEW,
+    MAX_IN_FLIGHT,
+    NODE,
+    REQUESTED,
+    ROUTINE,
+    STREAM_CPU_SHARE,
+    STREAM_STARTUP_S,
+    DumpBudget,
+    Pricing,
+)
 from dltop.collect.stacks.hangs import HangEvidence
 from dltop.collect.stacks.pyspy import RunResult
 from dltop.frames import make_frame
@@ -308,9 +321,9 @@ def _sweep_runs(job: FakeJob) -> list[FakeStream]:
 @pytest.mark.parametrize("share, interval_us, lately_s", [(1.0, 10_000_000, 21), (0.5, 20_000_000, 41)])
 def test_swept_workers_are_not_dumped_routinely(make_job, share, interval_us, lately_s):
     """One Austin under the trainer samples every process under it, every 10 s (20 s on half the
-    budget). Workers' first dumps read their loader, routine tokens then go while the dumps
-    still under way keep the sweep off them; once swept, no routine dump, until the sweep has
-    given nothing for twice its interval (and a second)."""
+    budget). Workers' first dumps read their loader, routine tokens then go; a sweep that finds a
+    routine dump under way leaves the stack to it but has the worker: no routine dump after it,
+    until the sweep has given nothing for twice its interval (and a second)."""
     job = _job_with_sweep(make_job, share)
     job.tick()
     (sweep,) = _sweep_runs(job)
@@ -318,13 +331,38 @@ def test_swept_workers_are_not_dumped_routinely(make_job, share, interval_us, la
     for _ in range(8):
         sweep.lines = [_austin_line(pid, FETCHING) for pid in (11, 12)]
         job.tick()
-    assert [when for when, pid in job.dumps() if pid != JOB] == [0, 0, 1, 1, 2, 2]
+    assert [when for when, pid in job.dumps() if pid != JOB] == [0, 0, 1, 1]
     swept = job.sampler.procs[11]
     # as a dump that began at the tick before (what was proven then holds), taken now
     assert (swept.sweep.swept_at, swept.run_began.at, swept.stack_wall) == (8, 7, WALL + 8)
     job.run_until(8 + lately_s + 1)  # the sweep gives nothing more
-    assert [when for when, pid in job.dumps() if pid != JOB][6:] == [8 + lately_s + 1] * 2
+    assert [when for when, pid in job.dumps() if pid != JOB][4:] == [8 + lately_s + 1] * 2
     assert [run.command for run in job.runs][-2:] == [["/opt/austin", "-w", "11"], ["/opt/austin", "-w", "12"]]
+
+
+@pytest.mark.parametrize("watcher, interval_us, window_s, lately_s", [(LIVE_VIEW, 10_000_000, 300, 21),
+                                                                      (NODE, 20_000_000, 600, 41)])  # fmt: skip
+def test_the_exporter_sweeps_less_often_as_trainers_multiply(make_job, watcher, interval_us, window_s, lately_s):
+    """Two trainers: a live view sweeps each one's workers every 10 s, attached for 5 min; the
+    exporter's sweeps of the two cost what one trainer's did: every 20 s, attached for 10 min
+    (its attach, ~6 ms a process, paid half as often). A swept worker is not dumped routinely
+    while that sweep goes on giving its stack (twice its interval, and a second)."""
+    job = make_job(austin="/opt/austin", dumps_per_s=0.25)
+    job.sampler.watcher = watcher
+    job.procs[JOB] = Proc("trainer", WAITING)
+    job.procs[2000] = Proc("trainer", WAITING)
+    job.procs[11] = Proc("worker", FETCHING)
+    job.tick()
+    sweeps = _sweep_runs(job)
+    assert [run.command[-8:] for run in sweeps] == [
+        ["-C", "-P", "-i", f"{interval_us}us", "-x", str(window_s), "-p", str(pid)] for pid in (JOB, 2000)
+    ]
+    for _ in range(8):  # its first dump (with its loader) and the routine ones already under way come back
+        sweeps[0].lines = [_austin_line(11, FETCHING)]
+        job.tick()
+    swept = job.sampler.procs[11]
+    assert (swept.sweep.swept_at, swept.sweep.interval_s) == (8, interval_us / 1e6)
+    assert swept.sweep.lately(8 + lately_s) and not swept.sweep.lately(8 + lately_s + 1)
 
 
 def test_a_trainer_is_streamed_by_austin_and_its_time_split_by_phase(make_job):
@@ -347,12 +385,122 @@ def test_a_trainer_is_streamed_by_austin_and_its_time_split_by_phase(make_job):
 
 def test_half_the_budget_affords_a_trainer_fewer_samples():
     """A priced sample costing 0.1 ms: Austin's 0.2% of a core, less its start-up over 15 s, buys
-    14.7 a second, half of it 4.7; py-spy's 0.6% less its start-up over 8 s buys 41, capped at the
-    third window's cycled 17 Hz, and half of it 11.25: 11 Hz (py-spy takes whole rates)."""
+    14.7 a second; on half of it the window is 30 s (two trainers share the budget: their
+    start-ups cost what one did), and 0.1% less 8 ms over 30 s buys 7.3; py-spy's 0.6% less its
+    start-up over 8 s buys 41, capped at the third window's cycled 17 Hz, and half of it 11.25:
+    11 Hz (py-spy takes whole rates)."""
     full, half = Pricing(sample_cost_s=1e-4), Pricing(sample_cost_s=1e-4)
     full.plan_stream(0, share=1.0, trainers=1)
     half.plan_stream(0, share=0.5, trainers=1)
-    assert (round(full.rate, 2), round(half.rate, 2), full.seconds) == (14.67, 4.67, 15)
+    assert (round(full.rate, 2), round(half.rate, 2), full.seconds, half.seconds) == (14.67, 7.33, 15, 30)
     full.plan_record(2, share=1.0, trainers=1)
     half.plan_record(2, share=0.5, trainers=1)
     assert (full.rate, half.rate, full.seconds) == (17, 11, 3)
+
+
+def _stream_cost(pricing: Pricing, trainers: int) -> float:
+    """Share of a core that ``trainers`` streams planned alike cost: samples and start-ups."""
+    return trainers * (pricing.rate * pricing.sample_cost_s + STREAM_STARTUP_S / pricing.seconds)
+
+
+@pytest.mark.parametrize("trainers", [1, 2, 4, 8])
+def test_the_node_stream_budget_holds_as_trainers_multiply(trainers):
+    """0.1 ms a sample: windows of 15 s per trainer (2 min for 8), so the start-ups of them all
+    cost a fixed 0.053% and the rest buys samples; the node's trainers together stay within
+    Austin's 0.2% however many there are (8: 1.8 Hz each)."""
+    pricing = Pricing(sample_cost_s=1e-4)
+    pricing.plan_stream(0, share=1.0, trainers=trainers, watcher=NODE)
+    assert pricing.seconds == 15 * trainers
+    assert pricing.rate >= NODE.floor_hz
+    assert _stream_cost(pricing, trainers) == pytest.approx(STREAM_CPU_SHARE)
+    # two jobs of half as many trainers each: the same windows and rates
+    if trainers > 1:
+        halved = Pricing(sample_cost_s=1e-4)
+        halved.plan_stream(0, share=0.5, trainers=trainers // 2, watcher=NODE)
+        assert (halved.seconds, halved.rate) == (pricing.seconds, pytest.approx(pricing.rate))
+
+
+def test_the_node_floor_gives_way_to_1_hz_where_a_live_view_keeps_3():
+    """16 trainers of 0.1 ms samples: the budget buys 0.9 Hz each. The exporter's floor gives way
+    to 1 Hz (its data wait is over 30 s: 30 samples), stepped from window to window, so the
+    node pays a third of what 3 Hz would cost; a live view, one person looking, keeps 3 Hz.
+    Windows stop lengthening at 5 min (an Austin left by a killed dltop ends by itself)."""
+    node, live = Pricing(sample_cost_s=1e-4), Pricing(sample_cost_s=1e-4)
+    node.plan_stream(0, share=1.0, trainers=16, watcher=NODE)
+    live.plan_stream(0, share=1.0, trainers=16, watcher=LIVE_VIEW)
+    assert (node.rate, live.rate, node.seconds, live.seconds) == (1.0, 3.0, 240, 240)
+    assert _stream_cost(node, 16) < STREAM_CPU_SHARE * 1.1 < _stream_cost(live, 16) / 2
+    node.plan_stream(1, share=1.0, trainers=16, watcher=NODE)
+    assert node.rate == pytest.approx(0.89)
+    node.plan_stream(0, share=1.0, trainers=32, watcher=NODE)
+    assert node.seconds == 300
+    unpriced = Pricing()
+    unpriced.plan_stream(0, share=1.0, trainers=16, watcher=NODE)
+    assert (unpriced.rate, unpriced.seconds) == (13.0, 3)  # a first window prices a sample quickly
+
+
+def test_the_node_py_spy_windows_lengthen_and_slow_to_1_hz():
+    """Without Austin: py-spy's start-up (15 ms) is priced over longer windows as trainers
+    multiply (8 s each, up to 30 s for the exporter; a live view keeps 8 s), and a 0.8 ms sample
+    that the budget cannot pay 3 times a second is taken once a second on a node."""
+    node, live = Pricing(sample_cost_s=8e-4), Pricing(sample_cost_s=8e-4)
+    node.plan_record(40, share=1.0, trainers=8, watcher=NODE)
+    live.plan_record(40, share=1.0, trainers=8, watcher=LIVE_VIEW)
+    assert (node.rate, node.seconds, live.rate, live.seconds) == (1, 30, 3, 8)
+    node.plan_record(0, share=1.0, trainers=8, watcher=NODE)
+    assert node.seconds == 1  # still an answer within a second at first
+
+
+class _SlowToDie:
+    """A py-spy that outlives SIGKILL for a while (a thread of it still in a read of the process
+    that is going away): it is gone when the test says so."""
+
+    pid = 4242
+
+    def __init__(self) -> None:
+        self.returncode: Optional[int] = None
+        self.signals: list[int] = []
+        self.gone = False
+
+    def poll(self) -> Optional[int]:
+        if self.gone and self.returncode is None:
+            self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        self.signals.append(sig)
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        if timeout is None:
+            raise AssertionError("the tick waited on a stopped py-spy until it was gone")
+        if self.poll() is None:
+            raise subprocess.TimeoutExpired("py-spy", timeout)
+        return -signal.SIGKILL
+
+
+def test_a_stopped_run_that_outlives_sigkill_never_holds_up_a_tick(monkeypatch):
+    """A trainer goes while its first dump runs: the dump is stopped, and its py-spy outlives
+    SIGKILL. The tick is not held up waiting for it (every other run under way would stay unreaped,
+    a zombie, for as long as it lasted); a later tick reaps it once it is gone."""
+    started: list[_SlowToDie] = []
+
+    def popen(*args, **kwargs) -> _SlowToDie:
+        started.append(_SlowToDie())
+        return started[-1]
+
+    monkeypatch.setattr(pyspy.subprocess, "Popen", popen)
+    monkeypatch.setattr(pyspy, "_killed", [])
+    now = [0.0]
+    stacks = sampler.StackSampler(JOB, py_spy="py-spy", austin="", clock=lambda: now[0], wall=lambda: WALL + now[0])
+    try:
+        stacks.update([(JOB, 1, "trainer", (0, 0, 0))])  # first sight: a py-spy dump
+        (dump,) = started
+        now[0] += 1
+        stacks.update([])  # the trainer went: its dump is stopped
+        assert (dump.signals, dump.returncode, pyspy._killed) == ([signal.SIGKILL], None, [dump])
+        dump.gone = True
+        now[0] += 1
+        stacks.update([])
+        assert (dump.returncode, pyspy._killed) == (-signal.SIGKILL, [])
+    finally:
+        stacks.close()

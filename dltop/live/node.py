@@ -2,8 +2,9 @@
 
 Jobs are found the way ``dltop jobs`` finds them, again every ``discover_every_s``; a new job
 gets a ``LiveLoop`` of its own, an exited one is reported once more (its last Snapshot, state
-``exited``) and dropped. The stack budgets of one live view are split between the jobs, so
-watching a node costs about what watching one job does. No textual, no torch.
+``exited``) and dropped. One stack budget is split between the jobs, and its floors are the
+node's (``budget.NODE``: it holds as trainers multiply, where a live view keeps 3 Hz for every
+trainer), so watching a node costs about what watching one small job does. No textual, no torch.
 
 More: docs/how-it-works.md#one-live-loop-many-sinks.
 """
@@ -17,6 +18,8 @@ from typing import Callable, Optional
 
 from dltop.collect.host.gpu import GpuSampler
 from dltop.collect.processes.discovery import Discovery, find_jobs
+from dltop.collect.stacks.budget import NODE
+from dltop.collect.stacks.pyspy import reap_killed
 from dltop.errors import DltopError
 from dltop.live.loop import WINDOW_TICKS, LiveLoop
 from dltop.live.schedule import ticks
@@ -67,6 +70,8 @@ class NodeWatcher:
         from dltop.collect.collector import Collector
 
         collector = Collector(pid, gpu=self.gpu, stacks=self.stacks, settings=self.settings)
+        if collector.stacks is not None:
+            collector.stacks.watcher = NODE  # all day on every node: the budget holds, the floors give way
         return LiveLoop(collector, self.settings, window_ticks=self.window_ticks)
 
     def step(self) -> NodeTick:
@@ -88,6 +93,7 @@ class NodeWatcher:
             self._note_stacks(root, snap.stacks_status, tick)
             if snap.job.state == "exited":
                 self._drop(root, tick)
+        reap_killed()  # runs of the jobs dropped in this pass that outlived their kill (no job may tick after)
         tick.took_s = self._clock() - now
         return tick
 

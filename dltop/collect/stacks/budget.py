@@ -5,7 +5,9 @@ Kept apart from the sampler so the numbers and the decisions they drive can be r
 without a job: which dump goes first and on which budget (``dump_rank``, ``DumpBudget``), how
 many may be under way, what rate a trainer's next sampling window affords (``Pricing``), and how
 often workers are swept. A node watcher following several jobs gives each a ``share`` of one
-budget: every rate here is multiplied by it.
+budget: every rate here is multiplied by it. Who watches sets the floors (``Watcher``): a live
+view, one person looking, keeps 3 Hz for every trainer whatever that costs; the exporter, on every
+node all day, holds its budget and lets the floor give way to 1 Hz (its data wait is over 30 s).
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ MIN_SAMPLES_TO_PRICE = 20
 # Hz per window, cycled: prime rates, so a periodic training step cannot alias with the sampling
 RECORD_RATES = (11, 13, 17)
 RECORD_WINDOW_MAX_S = 8  # windows grow 1, 2, 3 ... 8 s: a first share within a second, then cheap
-MIN_RECORD_RATE = 3
+MIN_RECORD_RATE = 3  # a live view's floor: a trainer is sampled this often whatever it costs
 # Austin streams (collect/stacks/austin.py): a sample of that 17-thread trainer costs ~0.4 ms, so a third
 # of py-spy's share buys more samples than py-spy's whole share did (~4 a second against ~3)
 STREAM_CPU_SHARE = 0.002
 STREAM_STARTUP_S = 0.008  # Austin's CPU to attach, paid once per window
 STREAM_WINDOW_S = 15  # samples arrive every tick whatever the length: windows only re-price the rate
+# ... and lengthen with the trainers that share the budget (15 s each: 2 min for 8), so the
+# start-ups of all of them stay ~a quarter of it (8 ms / 15 s = 0.053%) however many there are
+STREAM_WINDOW_MAX_S = 300
 # until a window has priced a sample: py-spy's middle rate, for a few seconds (a snapshot's first
 # seconds sample a small trainer no less often than py-spy's windows did)
 STREAM_FIRST_RATE = 13.0
@@ -45,6 +50,9 @@ SWEEP_INTERVAL_S = 10.0
 # re-attaching (found children included) costs ~70 ms: paid once a window; an Austin orphaned by
 # a killed dltop still ends by itself
 SWEEP_WINDOW_S = 300
+# the exporter's sweeps, one budget for all trainers: each trainer's every 10 s and 5 min for each
+# trainer that shares it (8: every 80 s, attached for 40 min, capped at 30)
+SWEEP_WINDOW_MAX_S = 1800
 
 # Dump ranks, first served first: what the user looks at (no budget), a hang to confirm and a new
 # process (the urgent budget first, then the routine one), routine refreshes (the routine budget).
@@ -82,9 +90,52 @@ class DumpBudget:
         return True
 
 
-def sweep_interval_s(share: float) -> float:
-    """A node watcher following several jobs sweeps each less often (its share of the budget)."""
+@dataclass(frozen=True)
+class Watcher:
+    """Who the budget is spent for, and so what it keeps when it cannot pay for more."""
+
+    floor_hz: float  # a trainer's lowest sampling rate, whatever the budget affords
+    record_window_max_s: int  # py-spy's longest window (start-up over it; its samples come at its end)
+    sweeps_scale: bool  # workers are swept less often as trainers multiply (one budget for them all)
+
+
+# one person looking at one job: every trainer at 3 Hz at least, workers every 10 s
+LIVE_VIEW = Watcher(floor_hz=MIN_RECORD_RATE, record_window_max_s=RECORD_WINDOW_MAX_S, sweeps_scale=False)
+# the exporter, all day on every node: one budget whatever the trainers; a trainer's data wait
+# over 30 s holds at 1 Hz (30 samples), py-spy's windows are priced over up to 30 s
+NODE = Watcher(floor_hz=1.0, record_window_max_s=30, sweeps_scale=True)
+
+
+def trainers_sharing(share: float, trainers: int) -> float:
+    """The trainers one budget pays for: this job's, over its share (the node's, jobs alike)."""
+    return max(1.0, trainers / max(share, 0.01))
+
+
+def sweep_interval_s(share: float, trainers: int = 1, watcher: Watcher = LIVE_VIEW) -> float:
+    """A job on part of the budget is swept less often (its share); the exporter sweeps each
+    trainer's workers less often as trainers multiply, so its sweeps cost what one trainer's did."""
+    if watcher.sweeps_scale:
+        return SWEEP_INTERVAL_S * trainers_sharing(share, trainers)
     return SWEEP_INTERVAL_S / max(share, 0.01)
+
+
+def sweep_window_s(share: float, trainers: int = 1, watcher: Watcher = LIVE_VIEW) -> int:
+    """How long one sweep stays attached: its attach (~6 ms a process) is paid once a window, so
+    the exporter's lengthen as trainers multiply (up to 30 min)."""
+    if watcher.sweeps_scale:
+        return min(SWEEP_WINDOW_MAX_S, round(SWEEP_WINDOW_S * trainers_sharing(share, trainers)))
+    return SWEEP_WINDOW_S
+
+
+def stream_window_s(share: float, trainers: int) -> int:
+    """An Austin window's length: 15 s for each trainer the budget pays for (up to 5 min)."""
+    return min(STREAM_WINDOW_MAX_S, round(STREAM_WINDOW_S * trainers_sharing(share, trainers)))
+
+
+def record_window_max_s(share: float, trainers: int, watcher: Watcher) -> int:
+    """py-spy's longest window: 8 s for each trainer the budget pays for, up to the watcher's cap."""
+    scaled = round(RECORD_WINDOW_MAX_S * trainers_sharing(share, trainers))
+    return max(RECORD_WINDOW_MAX_S, min(watcher.record_window_max_s, scaled))
 
 
 @dataclass
@@ -97,23 +148,28 @@ class Pricing:
     seconds: int = 0  # its planned length
     samples: int = 0  # main-thread samples of the Austin window under way
 
-    def plan_record(self, windows_done: int, share: float, trainers: int) -> None:
-        """A ``py-spy record`` window: 1, 2, 3 ... 8 s long, at the cycled rate or what its share affords."""
-        self.seconds = min(RECORD_WINDOW_MAX_S, 1 + windows_done)
+    def plan_record(self, windows_done: int, share: float, trainers: int, watcher: Watcher = LIVE_VIEW) -> None:
+        """A ``py-spy record`` window: 1, 2, 3 ... 8 s long (longer as trainers multiply, up to the
+        watcher's cap), at the cycled rate or what its share affords, not below the watcher's floor."""
+        longest = record_window_max_s(share, trainers, watcher)
+        self.seconds = min(longest, 1 + windows_done)
         cycled = RECORD_RATES[windows_done % len(RECORD_RATES)]
         # py-spy's start-up is priced over a full-length window: the first short windows (an answer
         # within a second) would otherwise all run at the minimum rate
-        budget = RECORD_CPU_SHARE * share / trainers - RECORD_STARTUP_S / RECORD_WINDOW_MAX_S
+        budget = RECORD_CPU_SHARE * share / trainers - RECORD_STARTUP_S / longest
         affordable = budget / self.sample_cost_s if self.sample_cost_s else cycled
-        self.rate = int(max(MIN_RECORD_RATE, min(cycled, affordable)))
+        self.rate = int(max(watcher.floor_hz, min(cycled, affordable)))
 
-    def plan_stream(self, windows_done: int, share: float, trainers: int) -> None:
-        """An Austin window at the rate its share affords, stepped from window to window."""
-        budget = STREAM_CPU_SHARE * share / trainers - STREAM_STARTUP_S / STREAM_WINDOW_S
+    def plan_stream(self, windows_done: int, share: float, trainers: int, watcher: Watcher = LIVE_VIEW) -> None:
+        """An Austin window at the rate its share affords, not below the watcher's floor, stepped
+        from window to window; windows lengthen as trainers multiply, so the start-ups of them all
+        cost a fixed part of the budget (and the rest buys samples)."""
+        seconds = stream_window_s(share, trainers)
+        budget = STREAM_CPU_SHARE * share / trainers - STREAM_STARTUP_S / seconds
         affordable = budget / self.sample_cost_s if self.sample_cost_s else STREAM_FIRST_RATE
         step = STREAM_RATE_STEPS[windows_done % len(STREAM_RATE_STEPS)]
-        self.rate = max(MIN_RECORD_RATE, min(STREAM_MAX_RATE, affordable)) * step
-        self.seconds = STREAM_WINDOW_S if self.sample_cost_s else STREAM_FIRST_WINDOW_S
+        self.rate = max(watcher.floor_hz, min(STREAM_MAX_RATE, affordable)) * step
+        self.seconds = seconds if self.sample_cost_s else STREAM_FIRST_WINDOW_S
         self.samples = 0
 
     def price_record(self, cpu_s: float, ran_s: float) -> None:

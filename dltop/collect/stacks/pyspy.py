@@ -4,7 +4,9 @@
 Periodic runs are non-blocking (no ptrace stop) and never wait: ``PySpyRun`` starts the
 process and is polled on later ticks, so a slow or stuck py-spy never delays a tick. Output
 goes to files, not pipes, so a large dump can never block on a full pipe. A record window is
-a few seconds long, so even a py-spy orphaned by a killed dltop ends by itself.
+at most half a minute long, so even a py-spy orphaned by a killed dltop ends by itself. A run
+that is stopped is waited for briefly; one that outlives SIGKILL (a thread of it still in a read
+of a process that is going away) is reaped by a later tick (``reap_killed``), never waited for.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from dltop.frames import make_frame
 from dltop.model import Frame
 
 PY_SPY_ENV = "DLTOP_PY_SPY"  # path of the py-spy binary; empty disables stacks
+KILL_WAIT_S = 0.2  # a stopped run is waited for this long at most; if still there, a later tick reaps it
+_killed: list = []  # subprocess.Popen of stopped runs that outlived KILL_WAIT_S, not reaped yet
 _PROFILE_NAME = re.compile(r'^Thread (\S+) "(.*)"$')
 
 
@@ -208,10 +212,15 @@ class PySpyRun:
             self.process.send_signal(signal.SIGINT)
 
     def kill(self) -> None:
-        """Stop py-spy (the target is not touched: py-spy only reads it) and drop its files."""
+        """Stop py-spy (the target is not touched: py-spy only reads it) and drop its files. It is
+        waited for briefly: one that outlives that is reaped by a later tick (``reap_killed``),
+        so that a tick never waits on it (every other run would stay unreaped meanwhile)."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
+            try:
+                self.process.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                _killed.append(self.process)
         self._finish(RunResult(False, "", "stopped"))
 
     def _finish(self, result: RunResult) -> RunResult:
@@ -225,6 +234,13 @@ class PySpyRun:
     def _read(handle) -> str:
         handle.seek(0)
         return handle.read().decode(errors="replace")
+
+
+def reap_killed() -> int:
+    """Reap the stopped runs that outlived ``kill``'s wait and have exited since, without waiting;
+    how many are still to reap. Called every tick (and pass of the node watcher)."""
+    _killed[:] = [process for process in _killed if process.poll() is None]
+    return len(_killed)
 
 
 def _read_file(path: str) -> str:

@@ -9,10 +9,13 @@ and dumps prove of a hang is ``hangs.py``'s, and the programs' command lines and
 - Trainers: samples of the main thread tell where it spends its time (``trainer_time.py``). Austin
   streams them (``austin.py``: read every tick, about half py-spy's cost a sample); without Austin,
   back-to-back short ``py-spy record`` windows (non-blocking) do. Each window's rate is what its
-  share of the budget affords (``budget.py``).
+  share of the budget affords, not below the watcher's floor (``budget.py``: a live view's 3 Hz,
+  the exporter's 1 Hz); windows lengthen as trainers multiply, so their start-ups stay a fixed
+  part of the budget.
 - Workers: a sweep, every ``SWEEP_INTERVAL_S``, of every process under each trainer by one
   Austin that stays attached (``austin -C``: ~1.7 ms a sweep of 16 workers; attaching to them
-  all, ~70 ms, is paid once per ``SWEEP_WINDOW_S``), where one process per routine stack paid
+  all, ~70 ms, is paid once per ``SWEEP_WINDOW_S``; the exporter's sweeps and windows lengthen
+  as trainers multiply, so they cost what one trainer's did), where one process per routine stack paid
   that attach (~5 ms) for one worker. A worker's first stack is a non-blocking ``py-spy dump``
   (7-12 ms, nearly all parsing libpython's symbols at start) because it reads
   ``_worker_loop``'s locals; hang suspects and what the user looks at get a dump at once
@@ -49,13 +52,15 @@ from dltop.collect.stacks.austin import (
 from dltop.collect.stacks.austin import dump_command as austin_dump_command
 from dltop.collect.stacks.budget import (
     DUMPS_PER_S,
+    LIVE_VIEW,
     MAX_IN_FLIGHT,
     ROUTINE,
-    SWEEP_WINDOW_S,
     DumpBudget,
     Pricing,
+    Watcher,
     dump_rank,
     sweep_interval_s,
+    sweep_window_s,
 )
 from dltop.collect.stacks.hangs import HangEvidence, RunStart
 from dltop.collect.stacks.pyspy import (
@@ -65,6 +70,7 @@ from dltop.collect.stacks.pyspy import (
     find_py_spy,
     parse_dump,
     parse_record,
+    reap_killed,
     record_command,
 )
 from dltop.collect.stacks.trainer_time import TrainerSamples, workers_starting
@@ -85,10 +91,11 @@ class Sweep:
     found: bool = False  # its window has sampled a main thread
     failed: bool = False  # a window sampled none: routine dumps from now on
     swept_at: Optional[float] = None  # workers
+    interval_s: float = 0.0  # trainers: how often its run sweeps; workers: that of the sweep that gave their stack
 
-    def lately(self, now: float, share: float) -> bool:
+    def lately(self, now: float) -> bool:
         """A sweep gave this worker's stack lately (it goes on doing so)."""
-        return self.swept_at is not None and now - self.swept_at <= 2 * sweep_interval_s(share) + 1
+        return self.swept_at is not None and now - self.swept_at <= 2 * self.interval_s + 1
 
 
 @dataclass
@@ -137,8 +144,11 @@ class StackSampler:
         self.departed: dict[int, ProcessStacks] = {}  # workers that went away (their last stack)
         self.requested: set[int] = set()  # pids the user is looking at: dumped every tick
         # this job's part of the budgets: a node watcher following several jobs splits one
-        # live view's budget between them
+        # budget between them
         self.share = 1.0
+        # who watches: a live view keeps its floors whatever they cost; the node watcher (the
+        # exporter) sets NODE, whose budget holds as trainers multiply
+        self.watcher: Watcher = LIVE_VIEW
         # trainer pid -> [(began, ready or None)] of its workers' start-ups (collect/events/startup.py)
         self.startups: Optional[Callable[[int], list[tuple[float, Optional[float]]]]] = None
         self._budget = DumpBudget()
@@ -159,6 +169,7 @@ class StackSampler:
         now = self._clock()
         elapsed = 0.0 if self._last_update is None else now - self._last_update
         self._last_update = now
+        reap_killed()  # runs stopped earlier that outlived their kill
         self._forget_departed({(pid, ticks) for pid, ticks, _, _ in members})
         self._take_sweeps(now)
         for pid, ticks, role, schedstat in members:
@@ -222,6 +233,7 @@ class StackSampler:
     def close(self) -> None:
         for proc in list(self.procs.values()):
             _stop_runs(proc)
+        reap_killed()
         for leftover in Path(self._tmp).glob("*"):
             leftover.unlink(missing_ok=True)
         Path(self._tmp).rmdir()
@@ -349,14 +361,20 @@ class StackSampler:
             trainer.sweep.found = trainer.sweep.found or bool(stacks)
             for pid, frames in stacks.items():
                 proc = self.procs.get(pid)
-                if proc is None or proc.role != "worker" or proc.stack is None or proc.run is not None:
-                    continue  # its first dump reads its loader; a dump under way has its own start
+                if proc is None or proc.role != "worker" or proc.stack is None:
+                    continue  # its first dump reads its loader
+                if proc.run is not None:
+                    # a dump under way has its own start, and gives the stack: the sweep has this
+                    # worker, so no routine dump follows (one that was under way at each sweep
+                    # was dumped on the routine budget for ever, and spent it all)
+                    proc.sweep.swept_at, proc.sweep.interval_s = now, trainer.sweep.interval_s
+                    continue
                 seen_at = proc.hang.seen_at
                 if seen_at is None:
                     continue  # its schedstat was never read (it went while listed): nothing to date the sample by
                 proc.run_began = proc.hang.began(seen_at, self._wall())
                 self._add_dump(proc, [ThreadStack(pid, "MainThread", frames)])
-                proc.sweep.swept_at = now
+                proc.sweep.swept_at, proc.sweep.interval_s = now, trainer.sweep.interval_s
             if result is not None:
                 trainer.sweep.run = None
                 trainer.sweep.failed = not trainer.sweep.found and not result.gone and _alive(trainer)
@@ -398,30 +416,32 @@ class StackSampler:
             elif proc.run is None:
                 self._start_record(proc, py_spy, len(trainers), now)
             if proc.sweep.run is None:
-                self._start_sweep(proc)
+                self._start_sweep(proc, len(trainers))
 
     def _start_record(self, proc: ProcessStacks, py_spy: str, trainers: int, now: float) -> None:
         """A ``py-spy record`` window at the rate its share affords, priced by the last window's cost."""
         windows_done = proc.trainer_samples.windows_done
-        proc.pricing.plan_record(windows_done, self.share, trainers)
+        proc.pricing.plan_record(windows_done, self.share, trainers, self.watcher)
         output = os.path.join(self._tmp, f"record-{proc.pid}-{windows_done}.txt")
         command = record_command(py_spy, proc.pid, int(proc.pricing.rate), proc.pricing.seconds, output)
         self._start(proc, PySpyRun(command, proc.pricing.seconds + DUMP_TIMEOUT_S, output), now, recording=True)
 
     def _start_stream(self, proc: ProcessStacks, austin: str, trainers: int, now: float) -> None:
         """An Austin window at the rate its share affords, priced by the last window's cost."""
-        proc.pricing.plan_stream(proc.trainer_samples.windows_done, self.share, trainers)
+        proc.pricing.plan_stream(proc.trainer_samples.windows_done, self.share, trainers, self.watcher)
         command = stream_command(austin, proc.pid, proc.pricing.rate, proc.pricing.seconds)
         self._start(proc, StreamRun(command, proc.pricing.seconds + DUMP_TIMEOUT_S), now, recording=True)
         proc.stream_from = now
 
-    def _start_sweep(self, trainer: ProcessStacks) -> None:
+    def _start_sweep(self, trainer: ProcessStacks, trainers: int) -> None:
         """Sweep the processes under a trainer with workers, where Austin can read its Python."""
         if not self.austin or trainer.austin_failed or trainer.sweep.failed or not self._has_workers():
             return
-        rate = 1 / sweep_interval_s(self.share)
-        command = stream_command(self.austin, trainer.pid, rate, SWEEP_WINDOW_S, children=True)
-        trainer.sweep.run, trainer.sweep.found = StreamRun(command, SWEEP_WINDOW_S + DUMP_TIMEOUT_S), False
+        interval_s = sweep_interval_s(self.share, trainers, self.watcher)
+        seconds = sweep_window_s(self.share, trainers, self.watcher)
+        command = stream_command(self.austin, trainer.pid, 1 / interval_s, seconds, children=True)
+        trainer.sweep.run, trainer.sweep.found = StreamRun(command, seconds + DUMP_TIMEOUT_S), False
+        trainer.sweep.interval_s = interval_s
 
     def _start_dumps(self, now: float, py_spy: str) -> None:
         in_flight = sum(1 for p in self.procs.values() if p.run is not None and p.role != "trainer")
@@ -429,7 +449,7 @@ class StackSampler:
             rank = self._priority(proc)[0]
             if in_flight >= MAX_IN_FLIGHT:
                 break
-            if rank == ROUTINE and proc.loader_config is not None and proc.sweep.lately(now, self.share):
+            if rank == ROUTINE and proc.loader_config is not None and proc.sweep.lately(now):
                 continue  # the sweep refreshes it (a worker not read in _worker_loop yet is dumped with locals)
             if not self._budget.take(rank):
                 continue
