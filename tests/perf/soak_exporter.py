@@ -765,12 +765,14 @@ class Soak:
         return found
 
     def _leftover_samplers(self) -> list:
-        """Stale sampler processes still there a few passes later (a zombie between two ticks, or a
-        run the next tick stops, is not left behind)."""
+        """Sampler processes stale in two scans a few passes apart (a zombie between two ticks, or a
+        run the next tick stops, is not left behind). Stale in both: a long run (an exporter's
+        py-spy window lasts up to 30 s) that was sampling at the first scan and had just ended at
+        the second, not yet reaped by the exporter's next tick, is not one."""
         first = self._sampler_scan()
         time.sleep(3 * max(self.o.interval_s, self._slowest_pass()))
         second = self._sampler_scan()
-        return [what for key, (what, stale, _) in second.items() if stale and key in first]
+        return [what for key, (what, stale, _) in second.items() if stale and first.get(key, ("", False, 0))[1]]
 
     def _orphans(self) -> list:
         """Anything left of the exporters' process groups once they exited on SIGTERM."""
