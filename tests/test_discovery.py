@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from dltop.collect.processes import discovery as procs
-from dltop.collect.processes.discovery import Discovery, find_jobs
+from dltop.collect.processes.discovery import Discovery, JobTree, Member, ProcessTable, find_jobs
+from dltop.collect.procfs import Stat
 from tests.support import wait_for
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -83,3 +84,15 @@ def test_find_jobs_lists_a_running_job(start_job):
     truth = job.wait_workers(2)
     (tree,) = [t for t in find_jobs() if t.root_pid == job.pid]
     assert set(roles(tree, "worker")) == set(truth)
+
+
+def test_a_known_worker_is_followed_while_it_runs_and_not_once_its_pid_is_reused():
+    """A worker that outlived its trainer is still followed; once pids wrap, a new process with
+    its pid (started later) is someone else's, not the job's."""
+    worker = Member(4242, 1, "worker", 4200, "fork", start_ticks=1000)
+    known = JobTree(4200, 4200, {4242: worker}, None)
+    discovery = Discovery()
+    discovery.table = ProcessTable(stats={4242: Stat(4242, "pt_data_worker", "S", 1, 1000, None)})
+    assert discovery.still_running(known) == [4242]
+    discovery.table = ProcessTable(stats={4242: Stat(4242, "bash", "S", 77, 9000, None)})
+    assert discovery.still_running(known) == []

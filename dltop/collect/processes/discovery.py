@@ -56,6 +56,7 @@ class Member:
     role: str  # launcher | trainer | worker | helper
     trainer_pid: Optional[int]
     start_method: Optional[str] = None  # workers only
+    start_ticks: Optional[int] = None  # when it started: a pid reused by another process is not it
 
 
 @dataclass(frozen=True)
@@ -389,7 +390,7 @@ class Discovery:
         pids = [root, *self.table.descendants(root)]
         # Known workers outlive their trainer when stuck in user code: keep watching them.
         if known is not None:
-            pids += [p for p, m in known.members.items() if p not in pids and p in self.table.stats]
+            pids += [p for p in self.still_running(known) if p not in pids]
         torch_version = known.torch_version if known else None
         if torch_version is None:
             pythons = [p for p in pids if is_python(self._comm(p), self.cmdline(p))]
@@ -398,6 +399,12 @@ class Discovery:
             )
         named = JobTree(root, requested, {}, torch_version).names_expected
         return JobTree(root, requested, self._prune(self._classify(pids, root, named), root), torch_version)
+
+    def still_running(self, known: JobTree) -> list[int]:
+        """The known members running still: the same processes (a pid reused by another process,
+        once pids wrap, started later) in the table now."""
+        stats = self.table.stats
+        return [p for p, m in known.members.items() if p in stats and m.start_ticks in (None, stats[p].start_ticks)]
 
     def _prune(self, members: dict, root: int) -> dict:
         """Under a launcher keep only the trainers' subtrees and the chain down to them.
@@ -463,7 +470,9 @@ class Discovery:
             trainer = pid if role == "trainer" else nearest(pid, trainers) if role != "launcher" else None
             if role == "worker" and trainer is None:
                 role = "helper"  # not a DataLoader worker of anything we watch
-            members[pid] = Member(pid, self._ppid(pid), role, trainer, methods[pid] if role == "worker" else None)
+            method = methods[pid] if role == "worker" else None
+            started = self.table.stats[pid].start_ticks if pid in self.table.stats else None
+            members[pid] = Member(pid, self._ppid(pid), role, trainer, method, started)
         return members
 
     def _zombie_reason(self, pid: int) -> str:
