@@ -61,8 +61,7 @@ def render(snapshot: Snapshot) -> str:
     lines.append("")
     for loader in snapshot.loaders:
         kind = f" · {loader.dataset_kind} dataset {loader.dataset or ''}".rstrip() if loader.dataset_kind else ""
-        seen = loader.parts_seen
-        read = f", {seen} seen read" if seen is not None and loader.parts is not None and seen < loader.parts else ""
+        read = f", {loader.parts_read} seen read" if loader.parts_read is not None else ""
         parts = f" · {loader.parts_source}{read}" if loader.parts_source else ""
         lines.append(
             f"loader of trainer {loader.trainer_pid}{kind}{parts}: {loader.num_workers} workers ({loader.start_method})"

@@ -251,7 +251,7 @@ def _reshard(cap: Capacity) -> Optional[str]:
     reshard = (f"re-shard the source into at least {want} parts (it has {parts}{how}: workers beyond the parts get"
                f" nothing), then {loader_change(cap.loader, num_workers=want)}{_across_ranks(cap, want)}")  # fmt: skip
     loader = cap.loader
-    if loader.parts_seen is not None and loader.parts is not None and parts == loader.parts_seen < loader.parts:
+    if parts == loader.parts_read:
         return (
             f"{reshard}; if it reads all {loader.parts} files in that folder, dltop raises its count as it"
             " sees its workers read more of them"

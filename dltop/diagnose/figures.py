@@ -323,8 +323,8 @@ def source_parts(window: Window, loader: LoaderSample, settings: Settings) -> tu
     if loader.dataset_kind != "iterable":
         return None, None
     parts, how = loader.parts, loader.parts_source
-    if parts is not None and loader.parts_seen is not None and loader.parts_seen < parts:
-        parts, how = loader.parts_seen, f"seen read so far, of the {loader.parts_source}"
+    if loader.parts_read is not None:
+        parts, how = loader.parts_read, f"seen read so far, of the {loader.parts_source}"
     starving = starving_workers(window, loader, settings)
     implied = loader.num_workers - starving.count if starving.count else None
     if implied is not None and (parts is None or implied < parts):

@@ -159,6 +159,13 @@ class LoaderSample:
     workers_keyword: Optional[str] = None
     workers_flag: Optional[str] = None
 
+    @property
+    def parts_read(self) -> Optional[int]:
+        """The shard files seen read, where fewer than the folder holds: the parts the advice
+        goes by (None where the count stands as it is)."""
+        seen, parts = self.parts_seen, self.parts
+        return seen if seen is not None and parts is not None and seen < parts else None
+
 
 @dataclass(frozen=True)
 class JobInfo:
