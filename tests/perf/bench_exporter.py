@@ -41,13 +41,16 @@ SCRAPE_EVERY_S = 15.0  # Prometheus' usual scrape interval
 
 
 class Exporter:
-    def __init__(self, log: Path) -> None:
+    """``dltop exporter`` of a checkout (this one by default), on a free port."""
+
+    def __init__(self, log: Path, root: Path = ROOT) -> None:
         command = [sys.executable, "-m", "dltop", "exporter", "--listen", "127.0.0.1", "--port", "0"]
+        env = {**os.environ, "PYTHONPATH": str(root)}
         with open(log, "w") as stderr:
-            self.proc = subprocess.Popen(command, cwd=ROOT, stderr=stderr, start_new_session=True)
-        deadline = time.monotonic() + 30
+            self.proc = subprocess.Popen(command, cwd=root, stderr=stderr, env=env, start_new_session=True)
+        deadline = time.monotonic() + 60
         while not (found := re.search(r":(\d+)/metrics", log.read_text())):
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise RuntimeError(f"the exporter did not start: {log.read_text()}")
             time.sleep(0.1)
         self.url = f"http://127.0.0.1:{found.group(1)}/metrics"

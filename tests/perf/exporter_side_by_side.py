@@ -18,60 +18,38 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
-import subprocess
-import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
+from bench_exporter import Exporter, Scraper
 from bench_live_cost import tree_cpu_s
 from scale_job import ScaleJob, parse_shape
 
-SCRAPE_EVERY_S = 15.0
 WARMUP_S = 5.0
 
 
 class Build:
-    """One checkout's exporter, scraped every SCRAPE_EVERY_S."""
+    """One checkout's exporter, scraped every SCRAPE_EVERY_S (bench_exporter's)."""
 
     def __init__(self, name: str, root: Path, directory: Path) -> None:
-        self.name, self.log = name, directory / f"exporter-{name}.txt"
-        command = [sys.executable, "-m", "dltop", "exporter", "--listen", "127.0.0.1", "--port", "0"]
-        env = {**os.environ, "PYTHONPATH": str(root)}
-        with open(self.log, "w") as stderr:
-            self.proc = subprocess.Popen(command, cwd=root, stderr=stderr, env=env, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r":(\d+)/metrics", self.log.read_text())):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"exporter {name} did not start: {self.log.read_text()}")
-            time.sleep(0.1)
-        self.url = f"http://127.0.0.1:{found.group(1)}/metrics"
-        self.scrape_ms: list[float] = []
-        self.stopping = threading.Event()
-        threading.Thread(target=self._scrape_every, daemon=True).start()
+        self.name = name
+        self.exporter = Exporter(directory / f"exporter-{name}.txt", root)
+        self.proc = self.exporter.proc
+        self.scraper = Scraper(self.exporter)
+        self.scraper.start()
 
     def scrape(self) -> str:
-        with urllib.request.urlopen(self.url, timeout=10) as response:
-            return response.read().decode()
+        return self.exporter.scrape()
 
-    def _scrape_every(self) -> None:
-        while not self.stopping.is_set():
-            began = time.perf_counter()
-            try:
-                self.scrape()
-                self.scrape_ms.append(1000 * (time.perf_counter() - began))
-            except OSError:
-                pass
-            self.stopping.wait(SCRAPE_EVERY_S)
+    @property
+    def scrape_ms(self) -> list[float]:
+        return self.scraper.times_ms
 
     def close(self) -> None:
-        self.stopping.set()
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+        self.scraper.stop()
+        self.exporter.close()
 
 
 def main() -> None:
