@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from dltop.live.schedule import ticks
+from dltop.live.schedule import FRAME_S, REFRESH_S, WINDOW_S, ticks, ticks_in_window
 
 
 class FakeClock:
@@ -60,3 +60,10 @@ def test_a_fixed_duration_ends_on_a_final_tick_at_its_end():
 
 def test_stop_ends_the_ticks():
     assert len(run(1.0, [0.1], stop_after=2)) == 2
+
+
+def test_a_diagnosis_looks_back_120_s_whatever_the_interval():
+    """The live view at htop's 1.5 s, the recorder at 1 s and the exporter at 5 s judge the same
+    span; a slow interval still keeps two ticks (rates need one before them)."""
+    assert (REFRESH_S, FRAME_S, WINDOW_S) == (1.5, 1.0, 120.0)
+    assert [ticks_in_window(s) for s in (REFRESH_S, FRAME_S, 5.0, 0.7, 300.0)] == [80, 120, 24, 172, 2]

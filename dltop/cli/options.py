@@ -18,6 +18,17 @@ def _positive(text: str) -> float:
     return value
 
 
+def add_interval_option(parser: argparse.ArgumentParser, default_s: float, between: str) -> None:
+    """--interval, for every command that ticks (its default from ``dltop.live.schedule``)."""
+    parser.add_argument(
+        "--interval",
+        type=_positive,
+        default=default_s,
+        metavar="S",
+        help=f"seconds between {between} (default {default_s:g})",
+    )
+
+
 def add_stack_options(parser: argparse.ArgumentParser) -> None:
     """--hang-after and --no-stacks, for every command that watches a job."""
     parser.add_argument(

@@ -21,11 +21,10 @@ from dltop.diagnose import diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
 from dltop.diagnose.window import ShownAdvice
 from dltop.live.report import summarize
-from dltop.live.schedule import ticks
+from dltop.live.schedule import FRAME_S, ticks, ticks_in_window
 from dltop.model import Finding, Pending, Snapshot
 from dltop.settings import DEFAULTS, Settings
 
-WINDOW_TICKS = 120  # ticks a live diagnosis looks back over
 # objects allocated (net) between young collections: Python's 700 made a live view collect about
 # once a second at ~0.3 ms each, plus an older-generation pass every ten (~1.3 ms); a tick's
 # objects mostly die together, so collecting after 10 000 finds as much for ~40 % of the CPU
@@ -44,7 +43,7 @@ class LiveLoop:
         self,
         collector,
         settings: Optional[Settings] = None,
-        window_ticks: Optional[int] = WINDOW_TICKS,
+        window_ticks: Optional[int] = ticks_in_window(FRAME_S),
         clock: Callable[[], float] = time.monotonic,
         judge_every_tick: bool = True,
     ) -> None:

@@ -21,8 +21,8 @@ from dltop.collect.processes.discovery import Discovery, find_jobs
 from dltop.collect.stacks.budget import NODE
 from dltop.collect.stacks.pyspy import reap_killed
 from dltop.errors import DltopError
-from dltop.live.loop import WINDOW_TICKS, LiveLoop
-from dltop.live.schedule import ticks
+from dltop.live.loop import LiveLoop
+from dltop.live.schedule import FRAME_S, ticks, ticks_in_window
 from dltop.settings import Settings
 
 DISCOVER_EVERY_S = 10.0
@@ -50,7 +50,7 @@ class NodeWatcher:
         gpu: Optional[GpuSampler] = None,
         clock: Callable[[], float] = time.monotonic,
         loop_factory: Optional[Callable[[int], LiveLoop]] = None,
-        window_ticks: int = WINDOW_TICKS,
+        window_ticks: int = ticks_in_window(FRAME_S),
     ) -> None:
         """``window_ticks``: ticks each job's diagnosis looks back over (a watcher ticking less
         often than a live view keeps fewer, so rules judge the same span of time)."""

@@ -3,11 +3,22 @@ exporter all pace their ticks through ``ticks``."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Callable, Iterator, Optional
 
 EPSILON_S = 1e-3  # a tick this close to the end of a fixed duration is its last
+# the live view's refresh (and the demo's): htop's default delay, so the two compare a refresh
+# with a refresh; most of what dltop knows comes from its samplers, whose budgets are per second
+REFRESH_S = 1.5
+FRAME_S = 1.0  # ``dltop snapshot``'s samples and the recorder's frames
+WINDOW_S = 120.0  # the span a live diagnosis looks back over, whatever the interval
+
+
+def ticks_in_window(interval_s: float) -> int:
+    """Ticks of ``interval_s`` that span WINDOW_S (2 at least: rates need a tick before them)."""
+    return max(2, math.ceil(WINDOW_S / interval_s))
 
 
 def ticks(

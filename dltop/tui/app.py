@@ -18,7 +18,7 @@ from textual.widgets import Footer
 
 from dltop.bench import missing_torch
 from dltop.live.loop import LiveLoop
-from dltop.live.schedule import ticks
+from dltop.live.schedule import REFRESH_S, ticks
 from dltop.model import Snapshot
 from dltop.tui import view
 from dltop.tui.screens import BenchScreen, HelpScreen, PickerScreen, StackScreen
@@ -83,7 +83,7 @@ class DltopApp(App):
         Binding("k", "cursor_up", show=False),
     ]
 
-    def __init__(self, source_factory: Optional[Callable[..., LiveLoop]] = None, interval: float = 1.0,
+    def __init__(self, source_factory: Optional[Callable[..., LiveLoop]] = None, interval: float = REFRESH_S,
                  pick: bool = False, on_exit: Optional[Callable[[], None]] = None,
                  first: Optional[Snapshot] = None) -> None:  # fmt: skip
         super().__init__()

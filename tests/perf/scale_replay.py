@@ -27,7 +27,8 @@ from pathlib import Path
 from common import ROOT
 from scale_job import ScaleJob, parse_shape
 
-from dltop.live.loop import WINDOW_TICKS, LiveLoop
+from dltop.live.loop import LiveLoop
+from dltop.live.schedule import FRAME_S, ticks_in_window
 from dltop.model import Snapshot
 from dltop.record.reader import Recording
 from dltop.settings import DEFAULTS
@@ -118,9 +119,9 @@ def main() -> None:
         record(args.recording, args.shape, args.seconds)
     ticks = load(args.recording)
     size = tuple(int(v) for v in args.size.split("x"))
-    steady = slice(WINDOW_TICKS, None)  # once the window is full: what a view pays all day
+    steady = slice(ticks_in_window(FRAME_S), None)  # once the window is full: what a view pays all day
     print(f"{args.recording}: {len(ticks)} ticks, {len(ticks[-1].processes)} processes at the end; "
-          f"steady = ticks {WINDOW_TICKS}+")  # fmt: skip
+          f"steady = ticks {ticks_in_window(FRAME_S)}+")  # fmt: skip
     if args.profile:
         profiler = cProfile.Profile()
         if args.profile == "diagnose":
@@ -134,7 +135,7 @@ def main() -> None:
     for _ in range(args.passes):
         shown, costs = diagnosed(ticks)
         diagnose_ms.append(statistics.mean(costs[steady]))
-        ui_ms.append(statistics.mean(ui_costs(shown, size)[WINDOW_TICKS - 1 :]))
+        ui_ms.append(statistics.mean(ui_costs(shown, size)[ticks_in_window(FRAME_S) - 1 :]))
     print(f"diagnose per tick (LiveLoop.step less the collector): {statistics.median(diagnose_ms):.2f} ms "
           f"({', '.join(f'{v:.2f}' for v in diagnose_ms)})")  # fmt: skip
     print(f"UI per refresh ({args.size}): {statistics.median(ui_ms):.2f} ms ({', '.join(f'{v:.2f}' for v in ui_ms)})")

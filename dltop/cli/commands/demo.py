@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dltop.cli.options import _positive, add_stack_options, need_terminal, settings_from
+from dltop.cli.options import add_interval_option, add_stack_options, need_terminal, settings_from
 from dltop.demo.scenarios import DEFAULT_SCENARIO, SCENARIOS
+from dltop.live.schedule import REFRESH_S, ticks_in_window
 
 NAME = "demo"
 HELP = "start a bundled demo training job and watch it live"
@@ -15,7 +16,7 @@ HELP = "start a bundled demo training job and watch it live"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), default=DEFAULT_SCENARIO,
                         help="the problem the demo job has (default input-bound)")  # fmt: skip
-    parser.add_argument("--interval", type=_positive, default=1.0, help="seconds between refreshes (default 1)")
+    add_interval_option(parser, REFRESH_S, "refreshes")
     add_stack_options(parser)
 
 
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"dltop demo: starting the bundled training job ({args.scenario})…", file=sys.stderr, flush=True)
     job = start_demo_job(args.scenario)
     try:
-        source = LiveLoop(attach_when_ready(job, settings_from(args)))
+        source = LiveLoop(attach_when_ready(job, settings_from(args)), window_ticks=ticks_in_window(args.interval))
         DltopApp(lambda: source, interval=args.interval).run()
     finally:
         stop_demo_job(job)

@@ -7,7 +7,6 @@ a sink (export/state.py) and serves it at /metrics (export/metrics.py, export/se
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import socket
@@ -15,12 +14,12 @@ import sys
 import threading
 
 from dltop.cli.options import _positive, add_stack_options, settings_from
+from dltop.live.schedule import ticks_in_window
 
 NAME = "exporter"
 HELP = "serve every training job on this node as Prometheus metrics"
 DEFAULT_PORT = 9488  # not node_exporter's 9100, dcgm-exporter's 9400, nvitop's 8000, Prometheus's 9090/9091
 DEFAULT_INTERVAL_S = 5.0
-WINDOW_S = 120.0  # span each job's diagnosis looks back over, as in the live view (120 ticks at 1 Hz)
 
 
 def _port(text: str) -> int:
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         settings_from(args),
         stacks=not args.no_stacks,
         discover_every_s=args.discover_every or max(DISCOVER_EVERY_S, args.interval),
-        window_ticks=max(2, math.ceil(WINDOW_S / args.interval)),
+        window_ticks=ticks_in_window(args.interval),
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # systemd and Kubernetes stop with SIGTERM

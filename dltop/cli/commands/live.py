@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from dltop.cli.options import (
-    _positive,
+    add_interval_option,
     add_secrets_option,
     add_stack_options,
     need_terminal,
@@ -16,11 +16,12 @@ from dltop.cli.options import (
     show_secrets,
 )
 from dltop.errors import DltopError
+from dltop.live.schedule import REFRESH_S, ticks_in_window
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pid", type=int, help="watch this job live (the trainer, a worker or its launcher)")
-    parser.add_argument("--interval", type=_positive, default=1.0, help="seconds between refreshes (default 1)")
+    add_interval_option(parser, REFRESH_S, "refreshes")
     add_stack_options(parser)
     add_secrets_option(parser)
 
@@ -30,13 +31,16 @@ def run(args: argparse.Namespace) -> int:
     from dltop.tui.app import DltopApp
 
     settings = settings_from(args)
+    window = ticks_in_window(args.interval)
     if args.pid is None:
         need_terminal()
         app = DltopApp(
-            lambda pid: open_loop(pid, settings, not args.no_stacks, show_secrets(args, pid)), args.interval, pick=True
+            lambda pid: open_loop(pid, settings, not args.no_stacks, show_secrets(args, pid), window_ticks=window),
+            args.interval,
+            pick=True,
         )
     else:  # a bad pid fails here, in one line
-        source = open_loop(args.pid, settings, not args.no_stacks, show_secrets(args, args.pid))
+        source = open_loop(args.pid, settings, not args.no_stacks, show_secrets(args, args.pid), window_ticks=window)
         try:
             need_terminal()
         except DltopError:

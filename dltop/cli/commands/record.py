@@ -12,8 +12,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Optional
 
-from dltop.cli.options import _positive, add_stack_options, settings_from
+from dltop.cli.options import _positive, add_interval_option, add_stack_options, settings_from
 from dltop.errors import DltopError
+from dltop.live.schedule import FRAME_S, ticks_in_window
 from dltop.record.access import access_for
 from dltop.record.incidents import BUNDLE_FRAMES_S, HOOK_TIMEOUT_S
 
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where to write (default: dltop-<host>-<pid>-<time>.dltop here); never overwritten",
     )
-    parser.add_argument("--interval", type=_positive, default=1.0, help="seconds between frames (default 1)")
+    add_interval_option(parser, FRAME_S, "frames")
     add_stack_options(parser)
     parser.add_argument("--max-size", type=_size, metavar="SIZE",
                         help="keep at most SIZE on disk (e.g. 500M, 2G): the file rotates at a quarter of SIZE"
@@ -90,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         raise DltopError(f"cannot write in {folder}: permission denied")
     access = access_for(args.group)
     settings = settings_from(args)
-    loop = open_loop(args.pid, settings, not args.no_stacks)  # a bad pid fails here, in one line
+    # a bad pid fails here, in one line
+    loop = open_loop(args.pid, settings, not args.no_stacks, window_ticks=ticks_in_window(args.interval))
     path = args.output or default_path(loop.pid)
     options = RecordOptions(args.interval, settings, not args.no_stacks, args.max_size, args.on_incident,
                             args.on_incident_timeout, args.incident_dump, access)  # fmt: skip

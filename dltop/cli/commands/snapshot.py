@@ -6,7 +6,15 @@ import argparse
 import json
 import time
 
-from dltop.cli.options import _positive, add_secrets_option, add_stack_options, settings_from, show_secrets
+from dltop.cli.options import (
+    _positive,
+    add_interval_option,
+    add_secrets_option,
+    add_stack_options,
+    settings_from,
+    show_secrets,
+)
+from dltop.live.schedule import FRAME_S
 
 NAME = "snapshot"
 HELP = "watch a job for a while and print one report"
@@ -16,7 +24,7 @@ EXITED_SETTLE_S = 0.3
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pid", type=int, required=True, help="the trainer, one of its workers, or its launcher")
     parser.add_argument("--duration", type=_positive, default=3.0, help="seconds to watch (default 3)")
-    parser.add_argument("--interval", type=_positive, default=1.0, help="seconds between samples (default 1)")
+    add_interval_option(parser, FRAME_S, "samples")
     parser.add_argument("--json", action="store_true", help="print the dltop.snapshot/1 JSON document")
     add_stack_options(parser)
     add_secrets_option(parser)
