@@ -25,6 +25,8 @@ from dltop.collect.stacks.budget import (
     ROUTINE,
     STREAM_CPU_SHARE,
     STREAM_STARTUP_S,
+    sweep_interval_s,
+    sweep_window_s,
     DumpBudget,
     Pricing,
 )
@@ -318,16 +320,19 @@ def _sweep_runs(job: FakeJob) -> list[FakeStream]:
     return [run for run in job.runs if isinstance(run, FakeStream) and "-C" in run.command]
 
 
-@pytest.mark.parametrize("share, interval_us, lately_s", [(1.0, 10_000_000, 21), (0.5, 20_000_000, 41)])
-def test_swept_workers_are_not_dumped_routinely(make_job, share, interval_us, lately_s):
-    """One Austin under the trainer samples every process under it, every 10 s (20 s on half the
-    budget). Workers' first dumps read their loader, routine tokens then go; a sweep that finds a
-    routine dump under way leaves the stack to it but has the worker: no routine dump after it,
-    until the sweep has given nothing for twice its interval (and a second)."""
+@pytest.mark.parametrize("share, interval_us, window_s, lately_s", [(1.0, 10_000_000, 300, 21),
+                                                                   (1 / 6, 20_000_000, 600, 41)])  # fmt: skip
+def test_swept_workers_are_not_dumped_routinely(make_job, share, interval_us, window_s, lately_s):
+    """One Austin under the trainer samples every process under it, every 10 s (20 s on a sixth
+    of a live view's budget: as if 6 trainers shared it, twice the 3 it sweeps in full). Workers'
+    first dumps read their loader, routine tokens then go; a sweep that finds a routine dump
+    under way leaves the stack to it but has the worker: no routine dump after it, until the
+    sweep has given nothing for twice its interval (and a second)."""
     job = _job_with_sweep(make_job, share)
     job.tick()
     (sweep,) = _sweep_runs(job)
-    assert sweep.command[-9:] == ["/opt/austin", "-C", "-P", "-i", f"{interval_us}us", "-x", "300", "-p", str(JOB)]
+    command = ["/opt/austin", "-C", "-P", "-i", f"{interval_us}us", "-x", str(window_s), "-p", str(JOB)]
+    assert sweep.command[-9:] == command
     for _ in range(8):
         sweep.lines = [_austin_line(pid, FETCHING) for pid in (11, 12)]
         job.tick()
@@ -420,16 +425,15 @@ def test_the_node_stream_budget_holds_as_trainers_multiply(trainers):
         assert (halved.seconds, halved.rate) == (pricing.seconds, pytest.approx(pricing.rate))
 
 
-def test_the_node_floor_gives_way_to_1_hz_where_a_live_view_keeps_3():
+def test_the_node_floor_gives_way_to_1_hz_where_a_live_view_keeps_more():
     """16 trainers of 0.1 ms samples: the budget buys 0.9 Hz each. The exporter's floor gives way
     to 1 Hz (its data wait is over 30 s: 30 samples), stepped from window to window, so the
-    node pays a third of what 3 Hz would cost; a live view, one person looking, keeps 3 Hz.
-    Windows stop lengthening at 5 min (an Austin left by a killed dltop ends by itself)."""
-    node, live = Pricing(sample_cost_s=1e-4), Pricing(sample_cost_s=1e-4)
+    node pays a third of what 3 Hz would cost. Windows stop lengthening at 5 min (an Austin left
+    by a killed dltop ends by itself)."""
+    node = Pricing(sample_cost_s=1e-4)
     node.plan_stream(0, share=1.0, trainers=16, watcher=NODE)
-    live.plan_stream(0, share=1.0, trainers=16, watcher=LIVE_VIEW)
-    assert (node.rate, live.rate, node.seconds, live.seconds) == (1.0, 3.0, 240, 240)
-    assert _stream_cost(node, 16) < STREAM_CPU_SHARE * 1.1 < _stream_cost(live, 16) / 2
+    assert (node.rate, node.seconds) == (1.0, 240)
+    assert _stream_cost(node, 16) < STREAM_CPU_SHARE * 1.1
     node.plan_stream(1, share=1.0, trainers=16, watcher=NODE)
     assert node.rate == pytest.approx(0.89)
     node.plan_stream(0, share=1.0, trainers=32, watcher=NODE)
@@ -439,14 +443,41 @@ def test_the_node_floor_gives_way_to_1_hz_where_a_live_view_keeps_3():
     assert (unpriced.rate, unpriced.seconds) == (13.0, 3)  # a first window prices a sample quickly
 
 
+@pytest.mark.parametrize(("trainers", "floor"), [(1, 3.67), (2, 3.0), (3, 3.0), (4, 2.25), (8, 1.125), (16, 1.0)])
+def test_a_live_view_keeps_3_hz_for_three_trainers_then_shares_9(trainers, floor):
+    """0.4 ms samples (a 17-thread trainer), more than the budget pays at 3 Hz past one trainer:
+    a live view keeps 3 Hz each for up to 3 trainers whatever it costs; more trainers share those
+    9 Hz (8 ranks: 1.125 Hz each, where 3 Hz each cost more than htop), never under the
+    exporter's 1 Hz. The budget still pays more where it can (one trainer: 3.67 Hz)."""
+    live, node = Pricing(sample_cost_s=4e-4), Pricing(sample_cost_s=4e-4)
+    live.plan_stream(0, share=1.0, trainers=trainers, watcher=LIVE_VIEW)
+    node.plan_stream(0, share=1.0, trainers=trainers, watcher=NODE)
+    assert live.rate == pytest.approx(floor, abs=0.01)
+    assert node.rate == pytest.approx(max(1.0, 3.67 / trainers), abs=0.01)
+
+
+@pytest.mark.parametrize(("trainers", "live", "node"), [(1, (10, 300), (10, 300)), (3, (10, 300), (30, 900)),
+                                                     (8, (26.7, 800), (80, 1800))])  # fmt: skip
+def test_sweeps_thin_out_past_the_trainers_a_watcher_sweeps_in_full(trainers, live, node):
+    """(interval s, window s) of each trainer's sweeps: a live view sweeps 3 trainers' workers
+    every 10 s, 8 trainers share that (every ~27 s, attached ~13 min); the exporter sweeps one
+    trainer's in full (8: every 80 s, attached for the 30 min cap)."""
+    for watcher, expected in ((LIVE_VIEW, live), (NODE, node)):
+        got = sweep_interval_s(1.0, trainers, watcher), sweep_window_s(1.0, trainers, watcher)
+        assert got == (pytest.approx(expected[0], abs=0.05), expected[1])
+
+
 def test_the_node_py_spy_windows_lengthen_and_slow_to_1_hz():
     """Without Austin: py-spy's start-up (15 ms) is priced over longer windows as trainers
     multiply (8 s each, up to 30 s for the exporter; a live view keeps 8 s), and a 0.8 ms sample
-    that the budget cannot pay 3 times a second is taken once a second on a node."""
+    that the budget cannot pay 3 times a second is taken once a second on a node (and in a live
+    view of 8 trainers, which share its 9 Hz of floors); 3 trainers keep the live view's 3 Hz."""
     node, live = Pricing(sample_cost_s=8e-4), Pricing(sample_cost_s=8e-4)
     node.plan_record(40, share=1.0, trainers=8, watcher=NODE)
     live.plan_record(40, share=1.0, trainers=8, watcher=LIVE_VIEW)
-    assert (node.rate, node.seconds, live.rate, live.seconds) == (1, 30, 3, 8)
+    assert (node.rate, node.seconds, live.rate, live.seconds) == (1, 30, 1, 8)
+    live.plan_record(40, share=1.0, trainers=3, watcher=LIVE_VIEW)
+    assert live.rate == 3
     node.plan_record(0, share=1.0, trainers=8, watcher=NODE)
     assert node.seconds == 1  # still an answer within a second at first
 

@@ -6,8 +6,10 @@ without a job: which dump goes first and on which budget (``dump_rank``, ``DumpB
 many may be under way, what rate a trainer's next sampling window affords (``Pricing``), and how
 often workers are swept. A node watcher following several jobs gives each a ``share`` of one
 budget: every rate here is multiplied by it. Who watches sets the floors (``Watcher``): a live
-view, one person looking, keeps 3 Hz for every trainer whatever that costs; the exporter, on every
-node all day, holds its budget and lets the floor give way to 1 Hz (its data wait is over 30 s).
+view, one person looking, keeps 3 Hz and a sweep every 10 s for up to 3 trainers whatever that
+costs, and more trainers share those (8 ranks: ~1.1 Hz, a sweep every ~27 s); the exporter, on
+every node all day, holds its budget: the floor gives way to 1 Hz (its data wait is over 30 s)
+and sweeps thin out as trainers multiply.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ MIN_SAMPLES_TO_PRICE = 20
 # Hz per window, cycled: prime rates, so a periodic training step cannot alias with the sampling
 RECORD_RATES = (11, 13, 17)
 RECORD_WINDOW_MAX_S = 8  # windows grow 1, 2, 3 ... 8 s: a first share within a second, then cheap
-MIN_RECORD_RATE = 3  # a live view's floor: a trainer is sampled this often whatever it costs
+MIN_RECORD_RATE = 3  # a live view's floor: a trainer is sampled this often whatever it costs...
+# ... for this many trainers; more share what they would cost (8 ranks at 3 Hz each, and their
+# sweeps, cost a live view more than htop takes to show the same processes)
+LIVE_TRAINERS_IN_FULL = 3
+NODE_FLOOR_HZ = 1.0  # 30 samples over a trainer's 30 s of data wait: a rank's to ~±9 points
 # Austin streams (collect/stacks/austin.py): a sample of that 17-thread trainer costs ~0.4 ms, so a third
 # of py-spy's share buys more samples than py-spy's whole share did (~4 a second against ~3)
 STREAM_CPU_SHARE = 0.002
@@ -94,16 +100,28 @@ class DumpBudget:
 class Watcher:
     """Who the budget is spent for, and so what it keeps when it cannot pay for more."""
 
-    floor_hz: float  # a trainer's lowest sampling rate, whatever the budget affords
+    floor_hz: float  # a trainer's lowest sampling rate, whatever the budget affords...
+    # ... and every SWEEP_INTERVAL_S its workers swept, for up to this many trainers sharing the
+    # budget; more share what these would cost
+    trainers_in_full: float
     record_window_max_s: int  # py-spy's longest window (start-up over it; its samples come at its end)
-    sweeps_scale: bool  # workers are swept less often as trainers multiply (one budget for them all)
+
+    def thinning(self, share: float, trainers: int) -> float:
+        """How many times sparser a trainer's floor and sweeps are than in full: 1 up to
+        ``trainers_in_full`` trainers sharing the budget, then in proportion."""
+        return max(1.0, trainers_sharing(share, trainers) / self.trainers_in_full)
+
+    def floor(self, share: float, trainers: int) -> float:
+        """A trainer's floor, never under the exporter's 1 Hz (8 ranks in a live view: 1.125 Hz)."""
+        return max(NODE_FLOOR_HZ, self.floor_hz / self.thinning(share, trainers))
 
 
-# one person looking at one job: every trainer at 3 Hz at least, workers every 10 s
-LIVE_VIEW = Watcher(floor_hz=MIN_RECORD_RATE, record_window_max_s=RECORD_WINDOW_MAX_S, sweeps_scale=False)
+# one person looking at one job: 3 trainers at 3 Hz at least and their workers swept every 10 s
+LIVE_VIEW = Watcher(MIN_RECORD_RATE, LIVE_TRAINERS_IN_FULL, record_window_max_s=RECORD_WINDOW_MAX_S)
 # the exporter, all day on every node: one budget whatever the trainers; a trainer's data wait
-# over 30 s holds at 1 Hz (30 samples), py-spy's windows are priced over up to 30 s
-NODE = Watcher(floor_hz=1.0, record_window_max_s=30, sweeps_scale=True)
+# over 30 s holds at 1 Hz (30 samples), py-spy's windows are priced over up to 30 s, each
+# trainer's workers are swept less often as trainers multiply
+NODE = Watcher(NODE_FLOOR_HZ, trainers_in_full=1, record_window_max_s=30)
 
 
 def trainers_sharing(share: float, trainers: int) -> float:
@@ -112,19 +130,15 @@ def trainers_sharing(share: float, trainers: int) -> float:
 
 
 def sweep_interval_s(share: float, trainers: int = 1, watcher: Watcher = LIVE_VIEW) -> float:
-    """A job on part of the budget is swept less often (its share); the exporter sweeps each
-    trainer's workers less often as trainers multiply, so its sweeps cost what one trainer's did."""
-    if watcher.sweeps_scale:
-        return SWEEP_INTERVAL_S * trainers_sharing(share, trainers)
-    return SWEEP_INTERVAL_S / max(share, 0.01)
+    """Each trainer's workers are swept less often past the trainers the watcher sweeps in full,
+    so its sweeps cost what theirs did (the exporter's 8 trainers: every 80 s; a live view's: ~27 s)."""
+    return SWEEP_INTERVAL_S * watcher.thinning(share, trainers)
 
 
 def sweep_window_s(share: float, trainers: int = 1, watcher: Watcher = LIVE_VIEW) -> int:
     """How long one sweep stays attached: its attach (~6 ms a process) is paid once a window, so
-    the exporter's lengthen as trainers multiply (up to 30 min)."""
-    if watcher.sweeps_scale:
-        return min(SWEEP_WINDOW_MAX_S, round(SWEEP_WINDOW_S * trainers_sharing(share, trainers)))
-    return SWEEP_WINDOW_S
+    windows lengthen as sweeps thin out (up to 30 min)."""
+    return min(SWEEP_WINDOW_MAX_S, round(SWEEP_WINDOW_S * watcher.thinning(share, trainers)))
 
 
 def stream_window_s(share: float, trainers: int) -> int:
@@ -158,7 +172,7 @@ class Pricing:
         # within a second) would otherwise all run at the minimum rate
         budget = RECORD_CPU_SHARE * share / trainers - RECORD_STARTUP_S / longest
         affordable = budget / self.sample_cost_s if self.sample_cost_s else cycled
-        self.rate = int(max(watcher.floor_hz, min(cycled, affordable)))
+        self.rate = int(max(watcher.floor(share, trainers), min(cycled, affordable)))
 
     def plan_stream(self, windows_done: int, share: float, trainers: int, watcher: Watcher = LIVE_VIEW) -> None:
         """An Austin window at the rate its share affords, not below the watcher's floor, stepped
@@ -168,7 +182,7 @@ class Pricing:
         budget = STREAM_CPU_SHARE * share / trainers - STREAM_STARTUP_S / seconds
         affordable = budget / self.sample_cost_s if self.sample_cost_s else STREAM_FIRST_RATE
         step = STREAM_RATE_STEPS[windows_done % len(STREAM_RATE_STEPS)]
-        self.rate = max(watcher.floor_hz, min(STREAM_MAX_RATE, affordable)) * step
+        self.rate = max(watcher.floor(share, trainers), min(STREAM_MAX_RATE, affordable)) * step
         self.seconds = seconds if self.sample_cost_s else STREAM_FIRST_WINDOW_S
         self.samples = 0
 
