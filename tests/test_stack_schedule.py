@@ -25,10 +25,10 @@ from dltop.collect.stacks.budget import (
     ROUTINE,
     STREAM_CPU_SHARE,
     STREAM_STARTUP_S,
-    sweep_interval_s,
-    sweep_window_s,
     DumpBudget,
     Pricing,
+    sweep_interval_s,
+    sweep_window_s,
 )
 from dltop.collect.stacks.hangs import HangEvidence
 from dltop.collect.stacks.pyspy import RunResult
