@@ -8,7 +8,7 @@ import gc
 
 from dltop.diagnose import capacity, diagnose, window
 from dltop.diagnose.memory import memory_points
-from dltop.diagnose.window import Window
+from dltop.diagnose.window import MemoryReadings, Window
 from dltop.model import Snapshot
 from dltop.settings import Settings
 from tests.windows import bound_window
@@ -92,3 +92,18 @@ def test_memory_points_walk_the_readings_that_changed():
         12: [],
     }
     assert memory_points(Window(ticks[5:]), {10, 11}) == {10: [(0.0, 2), (2.0, 3)], 11: [(0.0, 6), (1.0, 7)]}
+
+
+def test_memory_readings_keep_each_process_s_changes_for_their_span():
+    """Changed USS readings only, for ``kept_s``; a process gone from a tick is dropped, and a
+    pid that comes back as another process (another start) starts anew."""
+    uss = [1, 1, 2, 2, 3, 3, 3, 4]
+    memory = MemoryReadings(kept_s=4.0)
+    for i, snap in enumerate(fresh_ticks(len(uss))):
+        trainer, first, second = snap.processes
+        second = dataclasses.replace(second, started_at="later" if i >= 6 else None, uss_bytes=7)
+        processes = [trainer, dataclasses.replace(first, uss_bytes=uss[i])] + ([second] if i != 3 else [])
+        memory.add(dataclasses.replace(snap, processes=processes))
+    assert memory.of(10) == [(3.0, 3), (0.0, 4)]  # read at 4 and 7 s; the reading at 2 s is over 4 s old
+    assert memory.of(11) == [(1.0, 7)]  # gone at 3 s, back at 4 s, another process at 6 s
+    assert memory.of(12) == []

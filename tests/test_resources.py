@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from dltop.diagnose import diagnose, pending
+from dltop.diagnose.window import MemoryReadings
 from dltop.model import DiskSample
 from dltop.settings import Settings
 from tests.windows import GiB, bound_window, ids, with_worker_memory
@@ -122,6 +123,23 @@ def test_worker_memory_growth_estimates_rate_and_time_to_exhaustion():
     assert found.evidence["bytes_per_s"] == 2 * MiB  # two workers at 1 MiB/s
     assert found.evidence["seconds_to_exhaustion"] == 16 * GiB // (2 * MiB)  # 16 GiB available
     assert found.pids == [10, 11] and "numpy" in found.suggestion
+
+
+def test_a_worker_re_read_every_two_minutes_still_shows_its_growth():
+    """A node of 73 processes re-reads each USS about every 110 s: a 120 s window holds one or two
+    readings of a worker, and no line. The readings a live loop keeps (30 min) give it its last
+    four: 0.5 MiB/s each, found once a worker has four readings, and not from the window alone."""
+    ticks = with_worker_memory(
+        bound_window(10.0, ticks=500), lambda i, pid: 200 * MiB + ((i + pid) // 110 * 110) * MiB // 2
+    )
+    memory = MemoryReadings()
+    for tick in ticks:
+        memory.add(tick)
+    window = ticks[-120:]
+    assert not only(diagnose(window), "worker-memory-growth")
+    (found,) = only(diagnose(window, memory=memory), "worker-memory-growth")
+    assert found.evidence["bytes_per_s"] == pytest.approx(MiB, rel=0.01)  # two workers at 0.5 MiB/s
+    assert {c["points"] for c in found.evidence["confidence"].values()} == {4}
 
 
 def test_an_unread_uss_does_not_fall_back_to_rss():

@@ -23,7 +23,7 @@ from dltop.diagnose.pending import pending
 from dltop.diagnose.ranks import rank_straggler
 from dltop.diagnose.relations import relate
 from dltop.diagnose.shm import shm_low
-from dltop.diagnose.window import ShownAdvice, Window
+from dltop.diagnose.window import MemoryReadings, ShownAdvice, Window
 from dltop.model import Finding, Snapshot
 from dltop.settings import DEFAULTS, Settings
 
@@ -54,14 +54,16 @@ def diagnose(
     settings: Settings = DEFAULTS,
     related: bool = True,
     shown_advice: Optional[Mapping[tuple[int, str], ShownAdvice]] = None,
+    memory: Optional[MemoryReadings] = None,
 ) -> list[Finding]:
     """Every finding the ticks (oldest first) support, consequences tied to their causes, most
     severe first. ``related`` False leaves them unrelated (a live view holds findings first, then
     relates the ones it shows: a consequence must not name a cause that is not on screen).
-    ``shown_advice``: what a live view suggested so far, which holds while it stays within the noise."""
+    ``shown_advice``: what a live view suggested so far, which holds while it stays within the noise;
+    ``memory``: the memory readings it kept, longer than the window."""
     if not ticks:
         return []
-    window = Window(ticks, shown_advice)
+    window = Window(ticks, shown_advice, memory)
     findings: list[Finding] = []
     for rule in RULES:
         findings.extend(rule(window, settings))

@@ -1,6 +1,12 @@
 """Workers' memory: a steady rise (worker-memory-growth), judged by a least-squares line through
 each worker's distinct readings. ``memory_points`` is shared with ``pending``, which says when a
-worker has too few readings for a line yet."""
+worker has too few readings for a line yet.
+
+USS is re-read within a CPU budget (a read makes the kernel walk the page tables), so on a node of
+8 ranks x 8 workers each process is read about every two minutes: a 120 s window holds one or two
+readings of a worker, too few for a line. A live loop keeps each process's readings for 30 min
+(``MemoryReadings``): where the window holds too few, the line goes through its last ones.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ def worker_memory_growth(window: Window, settings: Settings) -> list[Finding]:
     latest = window.latest
     findings = []
     for loader in latest.loaders:
-        series = memory_points(window, set(loader.worker_pids))
+        series = memory_points(window, set(loader.worker_pids), settings.memory_growth_points)
         lines = {pid: line for pid, points in series.items() if (line := steady_growth(points, settings)) is not None}
         growing = {pid: line.bytes_per_s for pid, line in lines.items()}
         if not growing:
@@ -84,13 +90,15 @@ class Growth:
         return {"points": self.points, "span_s": round(self.span_s, 1), "r2": round(self.r2, 3), "t": round(self.t, 1)}
 
 
-def memory_points(window: Window, pids: set[int]) -> dict[int, Points]:
+def memory_points(window: Window, pids: set[int], at_least: int = 0) -> dict[int, Points]:
     """{pid: [(seconds, bytes)]} of each worker's private memory each time its reading changed.
 
     USS when dltop can read it, else RSS (never a mix: RSS counts shared pages). Memory is re-read
     within a CPU budget, so a reading can repeat: only changed readings are points. The readings
     are walked where they changed from the tick before (``Window.per_step``), not tick by tick: a
-    repeated reading, or one missing (None) after a missing one, can start no point.
+    repeated reading, or one missing (None) after a missing one, can start no point. A worker
+    with fewer than ``at_least`` USS points in the window gets its last ``at_least`` from the
+    window's ``memory`` (kept by a live loop), before the window's start (negative seconds).
     """
     changed_uss = window.once(_uss_changes)
     series: dict[int, Points] = {}
@@ -100,6 +108,9 @@ def memory_points(window: Window, pids: set[int]) -> dict[int, Points]:
             seen = _rss_changes(window, pid)
         known = [(t, value) for t, value in seen if value is not None]
         series[pid] = [next(run) for _, run in itertools.groupby(known, key=operator.itemgetter(1))]
+        kept = window.memory.of(pid) if window.memory is not None else []
+        if len(series[pid]) < at_least and len(kept) > len(series[pid]):
+            series[pid] = [(window.times[-1] - ago, value) for ago, value in kept[-at_least:]]
     return series
 
 

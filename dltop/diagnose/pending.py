@@ -12,7 +12,7 @@ from typing import Optional
 
 from dltop.diagnose.figures import wait_error
 from dltop.diagnose.memory import Points, memory_points
-from dltop.diagnose.window import Window
+from dltop.diagnose.window import MemoryReadings, Window
 from dltop.model import STILL_NOTICE_S, LoaderSample, Pending, Snapshot, still_for
 from dltop.settings import Settings
 
@@ -20,11 +20,11 @@ FIRST_WINDOW_S = 1.5  # the first trainer record window reports within this
 MEMORY_QUIET_S = 30.0  # memory readings unchanged this long mean no growth, not "not judged yet"
 
 
-def pending(ticks: Sequence[Snapshot], settings: Settings) -> list[Pending]:
-    """[Pending] for the newest of ``ticks`` (oldest first)."""
+def pending(ticks: Sequence[Snapshot], settings: Settings, memory: Optional[MemoryReadings] = None) -> list[Pending]:
+    """[Pending] for the newest of ``ticks`` (oldest first); ``memory`` as ``diagnose`` takes it."""
     if not ticks:
         return []
-    window = Window(ticks)
+    window = Window(ticks, memory=memory)
     latest = window.latest
     if latest.job.state == "exited":
         return []
@@ -102,7 +102,7 @@ def _memory(window: Window, settings: Settings) -> list[Pending]:
     if span >= MEMORY_QUIET_S:
         return []
     pids = {pid for loader in window.latest.loaders for pid in loader.worker_pids}
-    series = memory_points(window, pids)
+    series = memory_points(window, pids, settings.memory_growth_points)
     short = {pid: points for pid, points in series.items() if len(points) < settings.memory_growth_points}
     if not short:
         return []

@@ -2,7 +2,7 @@
 read from them, each worked out once. ``diagnose`` and ``pending`` build one Window from the
 ticks they are given and hand it to every rule, so the rules of one diagnosis share it.
 
-Two lifetimes, both kept here and nowhere else:
+Three lifetimes, all kept here and nowhere else:
 
 * a figure of one tick alone (``per_tick``) lives as long as that tick: the live loop judges a
   120-tick window every tick, so a tick's figures are worked out when it arrives and read back by
@@ -13,7 +13,9 @@ Two lifetimes, both kept here and nowhere else:
   them) lives with the later tick while the earlier one stays before it, as it does in a live
   window: a rule then walks the changes, not every tick of every process;
 * a figure of the whole window (its time axis; the capacity model, through ``once``) lives on the
-  Window.
+  Window;
+* each process's memory readings live longer than the window (``MemoryReadings``, kept by a live
+  loop): USS is re-read within a CPU budget, so on a large node a window holds too few of them.
 
 It imports nothing else of diagnose: the figures and the rules build on it.
 """
@@ -66,14 +68,54 @@ class ShownAdvice:
     because: Optional[str] = None
 
 
+# how far back a live loop keeps each process's memory readings: on a node of 73 processes the
+# live view re-reads each USS about every 2 min, the exporter (5 s ticks) every ~6 min
+MEMORY_KEPT_S = 1800.0
+
+
+class MemoryReadings:
+    """Each process's distinct USS readings over the last ``kept_s``, as a live loop saw them tick
+    by tick (``add`` each tick before judging it): on a node of 8 ranks x 8 workers, 30 minutes
+    hold four readings of each process or more, where the 120 s window holds one or two."""
+
+    def __init__(self, kept_s: float = MEMORY_KEPT_S) -> None:
+        self.kept_s = kept_s
+        self._now = 0.0  # seconds since the first tick added, by the ticks' own window_s
+        # pid -> (its start, [(seconds, USS) where the reading changed]); a reused pid starts anew
+        self._readings: dict[int, tuple[Optional[str], list[tuple[float, int]]]] = {}
+
+    def add(self, tick: Snapshot) -> None:
+        self._now += tick.window_s
+        there = set()
+        for proc in tick.processes:
+            there.add(proc.pid)
+            started, readings = self._readings.setdefault(proc.pid, (proc.started_at, []))
+            if started != proc.started_at:  # a reused pid
+                started, readings = self._readings[proc.pid] = (proc.started_at, [])
+            if proc.uss_bytes is not None and (not readings or readings[-1][1] != proc.uss_bytes):
+                readings.append((self._now, proc.uss_bytes))
+            while readings and readings[0][0] < self._now - self.kept_s:
+                readings.pop(0)
+        for pid in self._readings.keys() - there:
+            del self._readings[pid]
+
+    def of(self, pid: int) -> list[tuple[float, int]]:
+        """[(seconds before the newest tick added, USS)] of ``pid``, oldest first."""
+        return [(self._now - t, value) for t, value in self._readings.get(pid, (None, []))[1]]
+
+
 class Window:
     def __init__(
-        self, ticks: Sequence[Snapshot], shown_advice: Optional[Mapping[tuple[int, str], ShownAdvice]] = None
+        self,
+        ticks: Sequence[Snapshot],
+        shown_advice: Optional[Mapping[tuple[int, str], ShownAdvice]] = None,
+        memory: Optional[MemoryReadings] = None,
     ) -> None:
         """``shown_advice``: (trainer pid, dataset) -> what a live view showed that loader so far
-        (none for a report)."""
+        (none for a report); ``memory``: the readings a live loop kept, up to the newest tick."""
         self.ticks: list[Snapshot] = list(ticks)
         self.shown_advice: Mapping[tuple[int, str], ShownAdvice] = shown_advice or {}
+        self.memory = memory
         self._figures: dict[tuple[Hashable, ...], Any] = {}  # (figure, *args) -> its value for the window
         self._per_tick: dict[tuple[Hashable, ...], list[Any]] = {}  # (figure, *args) -> its value per tick
 

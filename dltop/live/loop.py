@@ -19,7 +19,7 @@ from typing import Callable, Iterator, Optional
 
 from dltop.diagnose import diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
-from dltop.diagnose.window import ShownAdvice
+from dltop.diagnose.window import MemoryReadings, ShownAdvice
 from dltop.live.report import summarize
 from dltop.live.schedule import FRAME_S, ticks, ticks_in_window
 from dltop.model import Finding, Pending, Snapshot
@@ -53,6 +53,7 @@ class LiveLoop:
         self.judge_every_tick = judge_every_tick
         self.settings = settings or collector.settings
         self.window: deque = deque(maxlen=window_ticks)
+        self.memory = MemoryReadings()  # longer than the window: USS is re-read within a budget
         self._stable = StableFindings()
         self._advice: dict[tuple[int, str], ShownAdvice] = {}  # (trainer pid, dataset) -> num_workers shown
         self._clock = clock
@@ -71,9 +72,10 @@ class LiveLoop:
         if not self.window:
             settle_gc()
         self.window.append(snap)
+        self.memory.add(snap)
         if self.judge_every_tick:
             ticks, now = list(self.window), self._clock()
-            raw = diagnose(ticks, self.settings, related=False, shown_advice=self._advice)
+            raw = diagnose(ticks, self.settings, related=False, shown_advice=self._advice, memory=self.memory)
             shown = relate(self._stable.update(now, raw))
             self._hold_advice(shown, snap.taken_at)
             held = [
@@ -81,7 +83,7 @@ class LiveLoop:
                 for f, ready in self._stable.held(now)
                 if f.severity != "info"  # an info finding never changes the verdict
             ]
-            snap = dataclasses.replace(snap, findings=shown, pending=pending(ticks, self.settings) + held)
+            snap = dataclasses.replace(snap, findings=shown, pending=pending(ticks, self.settings, self.memory) + held)
         self.latest = snap
         return self.latest
 
@@ -107,7 +109,9 @@ class LiveLoop:
         """The window as one Snapshot, its findings judged over the whole window (not held)."""
         ticks = list(self.window)
         return dataclasses.replace(
-            summarize(ticks), findings=diagnose(ticks, self.settings), pending=pending(ticks, self.settings)
+            summarize(ticks),
+            findings=diagnose(ticks, self.settings, memory=self.memory),
+            pending=pending(ticks, self.settings, self.memory),
         )
 
     def run(self, interval_s: float, stop: Optional[threading.Event] = None) -> Iterator[Snapshot]:
