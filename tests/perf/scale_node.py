@@ -305,7 +305,8 @@ def main() -> None:
                         print(f"  the job ended during the profile: {job.why_ended()}")
             finally:
                 job.stop()
-    summarize(results, only, args)
+    if args.rounds:  # --rounds 0 --profile: the profile alone
+        summarize(results, only, args)
 
 
 def summarize(results: dict, only: tuple, args: argparse.Namespace) -> None:
