@@ -108,9 +108,10 @@ def memory_points(window: Window, pids: set[int], at_least: int = 0) -> dict[int
             seen = _rss_changes(window, pid)
         known = [(t, value) for t, value in seen if value is not None]
         series[pid] = [next(run) for _, run in itertools.groupby(known, key=operator.itemgetter(1))]
-        kept = window.memory.of(pid) if window.memory is not None else []
-        if len(series[pid]) < at_least and len(kept) > len(series[pid]):
-            series[pid] = [(window.times[-1] - ago, value) for ago, value in kept[-at_least:]]
+        if window.memory is not None and len(series[pid]) < at_least:
+            kept = window.memory.of(pid)
+            if len(kept) > len(series[pid]):
+                series[pid] = [(window.times[-1] - ago, value) for ago, value in kept[-at_least:]]
     return series
 
 
