@@ -5,8 +5,8 @@ ticks they are given and hand it to every rule, so the rules of one diagnosis sh
 Three lifetimes, all kept here and nowhere else:
 
 * a figure of one tick alone (``per_tick``) lives as long as that tick: the live loop judges a
-  120-tick window every tick, so a tick's figures are worked out when it arrives and read back by
-  the next 119 diagnoses (and by ``pending``), not summed again each time. A Snapshot is frozen
+  120 s window every tick (80 ticks at its 1.5 s), so a tick's figures are worked out when it
+  arrives and read back by the next 79 diagnoses (and by ``pending``), not summed again each time. A Snapshot is frozen
   and cannot be hashed (its fields are lists), so its figures are not written onto it: they sit in
   a table keyed by its identity, and a finalizer drops them when the Snapshot goes (before its id
   can be reused). A figure of a tick and the one before it (``per_step``: what changed between

@@ -395,7 +395,6 @@ def gpu_line(gpu, history: list) -> str:
     )
 
 
-@functools.lru_cache(maxsize=4096)  # a process's start time is read again every refresh
 @functools.lru_cache(maxsize=4096)  # a row's start time, parsed every refresh: the same few strings
 def _parse(iso: str) -> datetime:
     return datetime.fromisoformat(iso)

@@ -56,8 +56,8 @@ SWEEP_INTERVAL_S = 10.0
 # re-attaching (found children included) costs ~70 ms: paid once a window; an Austin orphaned by
 # a killed dltop still ends by itself
 SWEEP_WINDOW_S = 300
-# the exporter's sweeps, one budget for all trainers: each trainer's every 10 s and 5 min for each
-# trainer that shares it (8: every 80 s, attached for 40 min, capped at 30)
+# sweeps thinned as trainers multiply (Watcher.thinning) are attached longer, up to this (the
+# exporter's 8 trainers: every 80 s, attached for 40 min, capped at 30)
 SWEEP_WINDOW_MAX_S = 1800
 
 # Dump ranks, first served first: what the user looks at (no budget), a hang to confirm and a new

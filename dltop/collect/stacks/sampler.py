@@ -9,16 +9,16 @@ and dumps prove of a hang is ``hangs.py``'s, and the programs' command lines and
 - Trainers: samples of the main thread tell where it spends its time (``trainer_time.py``). Austin
   streams them (``austin.py``: read every tick, about half py-spy's cost a sample); without Austin,
   back-to-back short ``py-spy record`` windows (non-blocking) do. Each window's rate is what its
-  share of the budget affords, not below the watcher's floor (``budget.py``: a live view's 3 Hz,
-  the exporter's 1 Hz); windows lengthen as trainers multiply, so their start-ups stay a fixed
-  part of the budget.
+  share of the budget affords, not below the watcher's floor (``budget.py``: a live view's 3 Hz
+  for up to 3 trainers, shared past that; the exporter's 1 Hz); windows lengthen as trainers
+  multiply, so their start-ups stay a fixed part of the budget.
 - Workers: a sweep, every ``SWEEP_INTERVAL_S``, of every process under each trainer by one
   Austin that stays attached (``austin -C``: ~1.7 ms a sweep of 16 workers; attaching to them
-  all, ~70 ms, is paid once per ``SWEEP_WINDOW_S``; the exporter's sweeps and windows lengthen
-  as trainers multiply, so they cost what one trainer's did), where one process per routine stack paid
-  that attach (~5 ms) for one worker. A worker's first stack is a non-blocking ``py-spy dump``
-  (7-12 ms, nearly all parsing libpython's symbols at start) because it reads
-  ``_worker_loop``'s locals; hang suspects and what the user looks at get a dump at once
+  all, ~70 ms, is paid once per ``SWEEP_WINDOW_S``; past the trainers a watcher sweeps in full,
+  sweeps and windows lengthen as trainers multiply, so they cost what those did), where one
+  process per routine stack paid that attach (~5 ms) for one worker. A worker's first stack is
+  a non-blocking ``py-spy dump`` (7-12 ms, nearly all parsing libpython's symbols at start)
+  because it reads ``_worker_loop``'s locals; hang suspects and what the user looks at get a dump at once
   (Austin's where mode, ``austin -w``, else py-spy's); without a sweep (no Austin, or it cannot
   read this Python) routine stacks are such dumps, about ``dumps_per_s``. A process whose
   main thread has not run since its last dump is not dumped again (``hangs.py``).
@@ -146,8 +146,8 @@ class StackSampler:
         # this job's part of the budgets: a node watcher following several jobs splits one
         # budget between them
         self.share = 1.0
-        # who watches: a live view keeps its floors whatever they cost; the node watcher (the
-        # exporter) sets NODE, whose budget holds as trainers multiply
+        # who watches: a live view keeps its floors for up to 3 trainers whatever they cost; the
+        # node watcher (the exporter) sets NODE, whose budget holds as trainers multiply
         self.watcher: Watcher = LIVE_VIEW
         # trainer pid -> [(began, ready or None)] of its workers' start-ups (collect/events/startup.py)
         self.startups: Optional[Callable[[int], list[tuple[float, Optional[float]]]]] = None
