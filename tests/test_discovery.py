@@ -9,7 +9,7 @@ import pytest
 from dltop.collect.processes import discovery as procs
 from dltop.collect.processes.discovery import Discovery, JobTree, Member, ProcessTable, find_jobs
 from dltop.collect.procfs import Stat
-from tests.support import wait_for
+from tests.support import alive, wait_for
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 
@@ -77,6 +77,55 @@ def test_torchrun_launcher_ranks_and_their_workers(start_job):
     discovery = Discovery()
     discovery.resolve(job.pid)
     assert sorted(discovery.rank(p) for p in ranks) == [0, 1]
+
+
+def test_ranks_torchrun_restarts_are_found_once_they_import_torch(start_job):
+    """torchrun --max-restarts: rank 0 crashes, torchrun starts every rank anew. A watcher sees
+    the new ranks before they import torch (held 1 s here): not yet trainers, but they must be
+    once torch is loaded, with their workers."""
+    job = start_job("--workers", "2", "--persistent", "--step-ms", "20", "--fail-after", "15",
+                    launcher=[*TORCHRUN, "--max-restarts", "1"], env={"TRAIN_IMPORT_DELAY_S": "1"})  # fmt: skip
+    job.wait_workers(4, timeout=120)
+    discovery = Discovery()
+    tree = discovery.resolve(job.pid)
+    first = set(job.trainers())
+    assert tree.trainer_pids == sorted(first)
+
+    def restarted() -> bool:
+        nonlocal tree
+        tree = discovery.refresh(tree)
+        again = [p for p in job.trainers() if p not in first and alive(p)]
+        workers = job.live_workers()
+        return len(again) == 2 and tree.trainer_pids == again and set(roles(tree, "worker")) == set(workers) != set()
+
+    wait_for(restarted, 120, "the restarted ranks and their workers", 0.1)
+
+
+def test_a_command_line_is_kept_once_past_exec(monkeypatch):
+    """Between fork and exec a spawn child reads as its parent, during exec as empty: neither is
+    kept, or a spawn worker would be a fork child (or a helper) for good. Its own is."""
+    spawn = ["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)"]
+    trainer = ["python", "train.py"]
+    reads = {1: [["/sbin/init"]], 100: [trainer], 101: [trainer, [], spawn, ["changed"]]}
+    discovery = Discovery()
+
+    def tick() -> None:
+        ticks = procs.procfs.CLOCK_TICKS
+        discovery.table = ProcessTable(
+            stats={100: Stat(100, "python", "S", 1, 0, None), 101: Stat(101, "python", "R", 100, 5 * ticks, None)},
+            children={100: [101]},
+            uptime_s=6.0,
+        )
+
+    monkeypatch.setattr(
+        procs.procfs, "read_cmdline", lambda pid: reads[pid].pop(0) if len(reads[pid]) > 1 else reads[pid][0]
+    )
+    seen = []
+    for _ in range(4):
+        tick()
+        seen.append((discovery.cmdline(101), discovery._child_method(101)))
+        assert discovery.cmdline(101) == seen[-1][0]  # one read a tick
+    assert seen == [(trainer, "fork"), ([], None), (spawn, "spawn"), (spawn, "spawn")]
 
 
 def test_find_jobs_lists_a_running_job(start_job):

@@ -12,6 +12,7 @@ import argparse
 import functools
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -200,6 +201,8 @@ def main() -> None:
                         help="this rank's samples cost MS of CPU instead (a straggler rank)")  # fmt: skip
     parser.add_argument("--stall-after", type=int, help="the trainer stalls after this many batches")
     parser.add_argument("--stall-s", type=float, default=3600.0, help="how long the trainer stalls")
+    parser.add_argument("--fail-after", type=int, help="rank 0 of torchrun's first attempt exits 1 after this many "
+                        "batches: a crash that `torchrun --max-restarts` restarts every rank for")  # fmt: skip
     parser.add_argument("--report", help="directory for ground-truth pid files")
     # flags it does not know are a real job's own (a token, a config): ignored, as tests of what dltop reveals need
     args, _ = parser.parse_known_args()
@@ -229,6 +232,8 @@ def main() -> None:
             batches += 1
             if args.stall_after is not None and batches == args.stall_after:
                 _wait_for_peers(args.stall_s)
+            if batches == args.fail_after and rank == 0 and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0":
+                sys.exit(1)
         for _batch in val or ():
             time.sleep(args.val_step_ms / 1000)
         _record(args.report, "epoch", epoch=epoch)

@@ -14,7 +14,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from dltop.collect import procfs
 from dltop.collect.processes.placement import ENV_KEYS, RANK_KEYS
@@ -177,6 +177,22 @@ def is_python(comm: str, cmdline: list) -> bool:
     return argv0.startswith("python") or comm.startswith(("python", "pt_"))
 
 
+def _read_cmdline(pid: int) -> list:
+    try:
+        return procfs.read_cmdline(pid)
+    except OSError:
+        return []
+
+
+def _read_torch_version(pid: int) -> Optional[str]:
+    try:
+        return procfs.read_torch_version(pid)
+    except PermissionError:
+        return "denied"
+    except OSError:
+        return None
+
+
 class Discovery:
     """Resolves a pid to its job and re-walks the job's tree every tick.
 
@@ -185,6 +201,7 @@ class Discovery:
     """
 
     def __init__(self) -> None:
+        # (pid, start ticks) -> (value, settled, the table it was read in): see _until_settled
         self._cmdlines: dict = {}
         self._torch: dict = {}
         self._ranks: dict = {}
@@ -208,26 +225,39 @@ class Discovery:
         stat = self.table.stats.get(pid)
         return (pid, stat.start_ticks if stat else None)
 
-    def cmdline(self, pid: int) -> list:
+    def _until_settled(
+        self, cache: dict, pid: int, read: Callable[[int], Any], settled: Callable[[int, Any], bool]
+    ) -> Any:
+        """read(pid), cached once settled(pid, value) says it is for good and re-read each tick till then."""
         key = self._key(pid)
-        if key not in self._cmdlines:
-            try:
-                self._cmdlines[key] = procfs.read_cmdline(pid)
-            except OSError:
-                self._cmdlines[key] = []
-        return self._cmdlines[key]
+        cached = cache.get(key)
+        if cached is not None and (cached[1] or cached[2] is self.table):
+            return cached[0]
+        value = read(pid)
+        cache[key] = (value, settled(pid, value), self.table)
+        return value
+
+    def cmdline(self, pid: int) -> list:
+        return self._until_settled(self._cmdlines, pid, _read_cmdline, self._exec_settled)
+
+    def _exec_settled(self, pid: int, argv: list) -> bool:
+        """Whether this command line is for good. A spawn child reads as its parent's between fork
+        and exec, and as empty while exec builds the new one (and once it exits); an exec keeps the
+        pid and start time, so caching either would name a spawn worker a fork child or a helper."""
+        if not argv:
+            return False
+        parent = self._ppid(pid)
+        return (
+            parent <= 0
+            or pid not in self.table.stats
+            or self.table.age_s(pid) >= STARTUP_GRACE_S
+            or (argv != self.cmdline(parent))
+        )
 
     def torch_version(self, pid: int) -> Optional[str]:
-        """torch's version if loaded; None if not; 'denied' when maps cannot be read."""
-        key = self._key(pid)
-        if key not in self._torch:
-            try:
-                self._torch[key] = procfs.read_torch_version(pid)
-            except PermissionError:
-                self._torch[key] = "denied"
-            except OSError:
-                self._torch[key] = None
-        return self._torch[key]
+        """torch's version if loaded; None if not (yet: a restarted rank imports it after its first
+        ticks); 'denied' when maps cannot be read."""
+        return self._until_settled(self._torch, pid, _read_torch_version, lambda _pid, version: version is not None)
 
     def rank_env(self, pid: int) -> dict:
         key = self._key(pid)
