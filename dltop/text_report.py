@@ -26,7 +26,7 @@ def render(snapshot: Snapshot) -> str:
         f"  {job.cmdline}",
     ]
     if job.launcher_pid:
-        lines.append(f"  launcher {job.launcher_pid}, trainers (ranks) {', '.join(_ranks(snapshot))}")
+        lines.append(f"  launcher {job.launcher_pid}, trainers (ranks) {', '.join(_ranks(snapshot)) or 'none running'}")
     if system:
         quota = f", quota {system.cpu_quota:g}" if system.cpu_quota else ""
         lines.append(

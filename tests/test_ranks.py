@@ -1,18 +1,21 @@
 """The ranks of one run judged together (issue 29 §1): a real torchrun DDP job over gloo, one rank's
 loader too slow for its trainer, is named the straggler with the other rank waiting for it in
-backward(); a balanced run has none. The rules themselves on hand-built windows: the noise, the
-waiting ranks' advice as a consequence, the run told by its rendezvous."""
+backward(); a balanced run has none; ranks torchrun restarts are followed. The rules themselves on
+hand-built windows: the noise, the waiting ranks' advice as a consequence, the run told by its
+rendezvous, a restart told from ranks that ended."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import sys
+from typing import Optional
 
 from dltop.diagnose import diagnose
 from dltop.diagnose.ranks import runs
-from dltop.model import Placement
-from tests.support import run_dltop
+from dltop.live.loop import open_loop
+from dltop.model import ExitedWorker, Placement
+from tests.support import alive, run_dltop, wait_for
 from tests.windows import bound_window
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -110,3 +113,90 @@ def test_what_fixing_the_straggler_is_worth_stops_where_the_cpus_do():
     assert evidence["run_speedup"] == round(1 / (1 - 0.80 + 0.10), 2)
     assert 1 < evidence["run_speedup_by_cpus"] < evidence["run_speedup"]
     assert f"More workers alone stop at {evidence['run_speedup_by_cpus']:.2f}x" in straggler.detail
+
+
+def test_ranks_torchrun_restarts_are_followed_and_told(start_job):
+    """torchrun --max-restarts 1: rank 0 exits 1, torchrun takes rank 1 down (SIGTERM to its group,
+    workers included) and starts both again. The job runs on: the new ranks are its trainers once
+    they import torch (held 1 s, so dltop sees them first without), the old ones ended, told as a
+    restart, rank 1's workers went with it (no worker deaths), and once the window no longer
+    holds the old ranks (at once here) their loaders are gone from the newest tick."""
+    job = start_job("--workers", "2", "--persistent", "--step-ms", "20", "--fail-after", "60",
+                    launcher=[*TORCHRUN, "--max-restarts", "1"], env={"TRAIN_IMPORT_DELAY_S": "1"})  # fmt: skip
+    job.wait_workers(4, timeout=120)
+    first = job.trainers()
+    loop = open_loop(job.pid, window_ticks=None, judge_every_tick=False)
+    loop.collector.keep_ended_s = 0.0
+    states: set = set()
+
+    def restarted() -> bool:
+        snap = loop.step()
+        states.add(snap.job.state)
+        again = [p for p in job.trainers() if p not in first and alive(p)]
+        new_workers = {w for w, t in job.live_workers().items() if t in again}
+        return (
+            len(again) == 2
+            and snap.job.trainer_pids == again
+            and {ld.trainer_pid for ld in snap.loaders} == set(again)
+            and {w for ld in snap.loaders for w in ld.worker_pids} == new_workers != set()
+        )
+
+    try:
+        wait_for(restarted, 120, "the restarted ranks and their workers", 0.5)
+    finally:
+        loop.close()
+    assert states == {"running"} and len(first) == 2
+    report = loop.report()
+    again = sorted(p for p in job.trainers() if p not in first)
+    running = {p.pid: p for p in report.processes if p.role == "trainer" and p.state != "gone"}
+    assert sorted(running) == again and {p.placement.restart for p in running.values()} == {1}
+    (told,) = [f for f in report.findings if f.id == "ranks-restarted"]
+    assert sorted(told.pids) == first and told.evidence["running"] == again, told
+    assert told.evidence["restart"] == 1 and told.evidence["max_restarts"] == 1
+    assert "restart 1 of 1" in told.title
+    assert [f for f in report.findings if f.id == "worker-died"] == []
+
+
+def _restart_window(new_ranks: bool, state: str = "running", launcher: Optional[int] = 100) -> list:
+    """Ranks 0 and 1 (pids 1, 2) of torchrun's first start, then those of its restart 1 (pids 3, 4) or none."""
+    before = _two_ranks(10.0, 10.0)[-1]
+    first = [dataclasses.replace(p, placement=dataclasses.replace(p.placement, restart=0, max_restarts=3))
+             if p.placement else p for p in before.processes]  # fmt: skip
+    moved = {1: 3, 2: 4, 10: 30, 20: 40}
+    later = [dataclasses.replace(p, pid=moved[p.pid], trainer_pid=moved[p.trainer_pid],
+                                 placement=p.placement and dataclasses.replace(p.placement, restart=1))
+             for p in first] if new_ranks else []  # fmt: skip
+    job = dataclasses.replace(before.job, launcher_pid=launcher, pid=launcher or 1)
+    return [
+        dataclasses.replace(before, job=job, processes=first),
+        dataclasses.replace(before, job=dataclasses.replace(job, state=state, trainer_pids=[3, 4] if new_ranks else []),
+                            processes=later, loaders=[]),
+    ]  # fmt: skip
+
+
+def test_ranks_that_ended_while_their_launcher_runs_on_are_a_restart():
+    (told,) = [f for f in diagnose(_restart_window(True)) if f.id == "ranks-restarted"]
+    assert told.pids == [1, 2] and told.evidence["running"] == [3, 4] and told.evidence["restart"] == 1
+    assert told.title == "The launcher restarted the ranks (restart 1 of 3)" and "rank 0 (pid 1)" in told.detail
+    (between,) = [f for f in diagnose(_restart_window(False)) if f.id == "ranks-restarted"]
+    assert between.title == "No rank runs; launcher 100 is still alive" and "(3 restart(s) left)" in between.detail
+    assert "ranks-restarted" not in [f.id for f in diagnose(_restart_window(True, state="exited"))]
+    assert "ranks-restarted" not in [f.id for f in diagnose(_restart_window(True, launcher=None))]
+    assert "ranks-restarted" not in [f.id for f in diagnose(_two_ranks(10.0, 10.0))]
+
+
+def test_workers_taken_down_with_their_rank_are_no_deaths_of_their_own():
+    """torchrun's SIGTERM to a rank's group ends its workers with it; one worker killed alone is a death."""
+    window = _two_ranks(10.0, 10.0)
+
+    def deaths(*exits: ExitedWorker) -> list:
+        loader = dataclasses.replace(window[-1].loaders[0], workers_exited=list(exits))
+        last = dataclasses.replace(window[-1], loaders=[loader, *window[-1].loaders[1:]])
+        return [f.pids for f in diagnose([window[0], last]) if f.id == "worker-died"]
+
+    at = "2026-01-01T00:00:09+00:00"
+    group = [ExitedWorker(p, 1, 5.0, at, -15, "died", trainer_running=False) for p in (10, 11)]
+    assert deaths(*group) == []
+    assert deaths(*[dataclasses.replace(w, trainer_running=True) for w in group]) == [[10], [11]]
+    assert deaths(ExitedWorker(10, 1, 5.0, at, -9, "died", trainer_running=False)) == [[10]]
+    assert deaths(*[dataclasses.replace(w, in_trainer_log=True) for w in group]) == [[10], [11]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional
@@ -51,9 +52,12 @@ class Collector:
         py_spy: Optional[str] = None,
         settings: Settings = DEFAULTS,
         show_secrets: bool = False,
+        keep_ended_s: float = math.inf,
     ) -> None:
         """``show_secrets``: command lines whole, for the job's owner on their own screen; by
-        default they are redacted (dltop/redact.py), as everything that leaves the node is."""
+        default they are redacted (dltop/redact.py), as everything that leaves the node is.
+        ``keep_ended_s``: how long a trainer that ended keeps its loader entry while other ranks
+        run (a live window's span; a report keeps them all)."""
         self._clock, self._wall = clock, wall
         self.memory_budget_s = memory_budget_s
         self._memory_read_s = 0.0  # CPU of the last sample that read USS/PSS
@@ -87,6 +91,8 @@ class Collector:
         self.disks = DiskSampler(clock)
         self.gpu = gpu if gpu is not None else GpuSampler()
         self.lifecycle = WorkerLifecycle()
+        self.keep_ended_s = keep_ended_s
+        self._ran_at: dict[int, float] = {}  # trainer pid -> when last seen running
         self._last_tick: Optional[float] = None
         self._job_started_at: Optional[str] = None
 
@@ -132,13 +138,18 @@ class Collector:
         workers = {s.pid: s.trainer_pid for s in samples if s.role == "worker"}
         zombies = {s.pid: s.exit_code for s in samples if s.state == "zombie"}
         running_trainers = [p for p in tree.trainer_pids if p in by_pid and by_pid[p].state != "zombie"]
+        # torchrun outlives its ranks while it restarts them (--max-restarts) or winds down: the job runs on
+        launcher = by_pid.get(tree.launcher_pid) if tree.launcher_pid is not None else None
+        between_ranks = not running_trainers and launcher is not None and launcher.state != "zombie"
         self.lifecycle.update(
             now, iso(self._wall()), workers, {**caught, **zombies}, set(running_trainers), self._last_known
         )
         for trainer in running_trainers:
             self.logs.attach(trainer)
+            self._ran_at[trainer] = now
         for trainer in self.lifecycle.trainers:
             self.lifecycle.late_codes(trainer, self.logs.worker_errors(trainer), from_log=True)
+        self._forget_ended_trainers(now, running_trainers)
         # Trainers that exited keep their loader entry: its exited workers are the evidence.
         trainers = sorted(set(running_trainers) | set(self.lifecycle.trainers))
         loaders = [loader for t in trainers for loader in self._loaders(t, tree, by_pid)]
@@ -152,8 +163,8 @@ class Collector:
                 pid=tree.root_pid,
                 requested_pid=tree.requested_pid,
                 cmdline=self._command(self.discovery.cmdline(tree.root_pid)),
-                state="running" if running_trainers else "exited",
-                exit_code=self._trainer_exit_code(tree, by_pid) if not running_trainers else None,
+                state="running" if running_trainers or between_ranks else "exited",
+                exit_code=self._trainer_exit_code(tree, by_pid) if not (running_trainers or between_ranks) else None,
                 start_method=next((ld.start_method for ld in loaders if ld.start_method != "unknown"), "unknown"),
                 trainer_pids=tree.trainer_pids,
                 launcher_pid=tree.launcher_pid,
@@ -169,6 +180,22 @@ class Collector:
             stacks_status=self.stacks.status if self.stacks else "off",
             stacks_fix=self.stacks.fix if self.stacks else None,
         )
+
+    def _forget_ended_trainers(self, now: float, running: list[int]) -> None:
+        """A trainer that ended is history once other ranks run and ``keep_ended_s`` has passed
+        (a restart's old ranks): its loader entry and series go. While none runs (the job
+        ending, or between a restart's ranks) every one stays: its exited workers are evidence."""
+        if not running:
+            return
+        for pid in [p for p, at in self._ran_at.items() if p not in running and now - at > self.keep_ended_s]:
+            del self._ran_at[pid]
+            self.lifecycle.forget(pid)
+            self.logs.forget(pid)
+            for per_trainer in (self._known_loaders, self._last_trainer_time, self._pin_cache):
+                per_trainer.pop(pid, None)
+            for keyed in (self._seen_workers, self._parts, self._sites):
+                for key in [k for k in keyed if k[0] == pid]:
+                    del keyed[key]
 
     def _share_stack_evidence(self) -> None:
         """Tell discovery what stacks and the worker history proved: which processes run

@@ -14,7 +14,7 @@ from typing import Optional
 from dltop.diagnose.advice import input_bound, pin_memory, too_many_workers, workers_respawning
 from dltop.diagnose.cpu import cpu_oversubscribed
 from dltop.diagnose.disk import disk_saturated
-from dltop.diagnose.faults import stacks_unavailable, trainer_stalled, worker_died, worker_hung
+from dltop.diagnose.faults import ranks_restarted, stacks_unavailable, trainer_stalled, worker_died, worker_hung
 from dltop.diagnose.fds import fd_near_limit
 from dltop.diagnose.gpu import gpu_underutilized
 from dltop.diagnose.iterable import worker_starving
@@ -33,6 +33,7 @@ RULES: tuple[Rule, ...] = (
     stacks_unavailable,
     worker_hung,
     worker_died,
+    ranks_restarted,
     trainer_stalled,
     rank_straggler,
     input_bound,

@@ -34,7 +34,7 @@ from dltop.diagnose.figures import (
     worker_figures,
 )
 from dltop.diagnose.window import ShownAdvice, Window
-from dltop.model import LoaderSample
+from dltop.model import ENDED, LoaderSample
 from dltop.settings import Settings
 
 THREADS_CPU = 0.25  # cores a trainer's other threads use before they count as intra-op work
@@ -166,7 +166,7 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
         figures = dataclasses.replace(figures, busy=1.0)
     system = latest.system
     allowed = system.cpus_allowed if system is not None else None
-    ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ("zombie", "gone")))
+    ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ENDED))
     # rates need a tick before them
     job_cores, trainer_cpu, main_cpu = column_means(window.per_tick(cpu_figures, loader.trainer_pid)[1:], width=3)
     trainer_cpu = trainer_cpu or 0.0

@@ -1,4 +1,4 @@
-"""Faults: a hung worker, a dead worker, a stalled trainer, and stacks that cannot be read.
+"""Faults: a hung worker, a dead worker, ranks restarted, a stalled trainer, and stacks that cannot be read.
 
 These say *which process* is wrong and *where*; they stay silent on healthy jobs: idle
 workers, epoch boundaries (workers exit 0 together) and a job killed as a whole are normal.
@@ -12,7 +12,7 @@ from typing import Optional
 
 from dltop.diagnose.window import Window
 from dltop.frames import is_dataloader_machinery, user_frame, waits_on_lock
-from dltop.model import ExitedWorker, Finding, Frame, ProcessSample, Snapshot, is_stuck
+from dltop.model import ENDED, ExitedWorker, Finding, Frame, ProcessSample, Snapshot, is_stuck
 from dltop.settings import Settings
 from dltop.units import signal_name
 
@@ -74,7 +74,7 @@ def worker_hung(window: Window, settings: Settings) -> list[Finding]:
 
 
 def _waits_for_data(trainer: ProcessSample, wait_percent: Optional[float], settings: Settings) -> bool:
-    if trainer.state in ("zombie", "gone", "exited"):
+    if trainer.state in ENDED:
         return False
     if trainer.activity != "unknown":  # waiting for a batch, or for an epoch's first batches
         return trainer.activity in ("waiting-for-data", "starting-workers")
@@ -122,27 +122,30 @@ def worker_died(window: Window, settings: Settings) -> list[Finding]:
     for loader in latest.loaders:
         exits = loader.workers_exited
         for gone in exits:
-            if gone.cause != "died" or _killed_with_job(gone, exits, latest, settings):
+            if gone.cause != "died" or _killed_with_trainer(gone, exits, latest, settings):
                 continue
             findings.append(_died_finding(gone, latest))
     return findings
 
 
-def _killed_with_job(gone: ExitedWorker, exits: list[ExitedWorker], latest: Snapshot, settings: Settings) -> bool:
-    """The whole job killed at once (kill -9 of its group): the job ended too, and every exit around it
-    shares the signal or is unknown. A death torch reported in the trainer's log was not that."""
-    if gone.in_trainer_log or latest.job.state != "exited" or latest.job.exit_code not in (gone.exit_code, None):
+def _killed_with_trainer(gone: ExitedWorker, exits: list[ExitedWorker], latest: Snapshot, settings: Settings) -> bool:
+    """Killed at once with its trainer, not a death of its own: kill -9 of the job's group, or
+    torchrun taking a rank's group down (with SIGTERM) when another rank failed. The job ended
+    (with that signal, or its status unseen), or its trainer had ended by the tick the worker was
+    seen gone, one of several workers all gone with the same signal. A death torch reported in the
+    trainer's log was not that."""
+    if gone.in_trainer_log:
         return False
     around = [e for e in exits if abs(_seconds_between(e.gone_at, gone.gone_at)) <= settings.same_event_s]
-    return all(e.exit_code in (gone.exit_code, None) for e in around)
+    same_signal = all(e.exit_code in (gone.exit_code, None) for e in around)
+    if latest.job.state == "exited":
+        return latest.job.exit_code in (gone.exit_code, None) and same_signal
+    return not gone.trainer_running and len(around) > 1 and same_signal
 
 
 def _died_finding(gone: ExitedWorker, latest: Snapshot) -> Finding:
     code = gone.exit_code
-    if code is None:
-        how = "exited unexpectedly (torch says; its exit status was not seen)"
-    else:
-        how = f"killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
+    how = _ending(code, "exited unexpectedly (torch says; its exit status was not seen)")
     hint = SIGNAL_HINTS.get(-code) if code is not None and code < 0 else None
     last = gone.last_stack[-1].where() if gone.last_stack else None
     doing = f" It was last seen {gone.last_activity}" + (f" at {last}." if last else ".")
@@ -175,12 +178,76 @@ def _died_finding(gone: ExitedWorker, latest: Snapshot) -> Finding:
     )
 
 
+def _ending(code: Optional[int], unseen: str) -> str:
+    if code is None:
+        return unseen
+    return f"killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
+
+
+def ranks_restarted(window: Window, settings: Settings) -> list[Finding]:
+    """Ranks that ended while their launcher ran on. torchrun --max-restarts takes every rank
+    down when one fails and starts them all again: the job has not exited, but each restart
+    repeats start-up and loses the training since the last checkpoint. Its own log names the rank
+    that failed first; dltop sees which ranks went, their status where it caught it, and the
+    restart count torchrun gives the ranks (TORCHELASTIC_RESTART_COUNT)."""
+    latest = window.latest
+    if latest.job.state != "running" or latest.job.launcher_pid is None:
+        return []
+    alive = {p.pid: p for p in latest.processes if p.state not in ENDED}
+    running = {pid: p for pid, p in alive.items() if p.role == "trainer"}
+    ended: dict[int, ProcessSample] = {}
+    for tick in window.ticks:
+        ended.update({p.pid: p for p in tick.processes if p.role == "trainer" and p.pid not in alive})
+    if not ended:
+        return []
+    went = sorted(ended.values(), key=lambda p: (p.rank is None, p.rank, p.pid))
+    places = [p.placement for p in (*running.values(), *went) if p.placement is not None]
+    restart = max((pl.restart for pl in places if pl.restart is not None), default=None)
+    allowed = next((pl.max_restarts for pl in places if pl.max_restarts is not None), None)
+    listed = "; ".join(f"{_rank_name(p)} {_ending(p.exit_code, 'ended (status not seen)')}" for p in went)
+    launcher = latest.job.launcher_pid
+    if running and restart:
+        title = f"The launcher restarted the ranks (restart {restart}" + (f" of {allowed})" if allowed else ")")
+        now = f"It started {len(running)} again: " + ", ".join(_rank_name(p) for p in running.values()) + "."
+    elif running:
+        title = f"{len(went)} rank(s) ended while the job runs on"
+        now = f"{len(running)} still run."
+    else:
+        left = f" ({allowed - (restart or 0)} restart(s) left)" if allowed is not None else ""
+        title = f"No rank runs; launcher {launcher} is still alive"
+        now = f"It restarts them if one failed and restarts are left{left}, or is winding down."
+    return [
+        Finding(
+            id="ranks-restarted",
+            severity="warning",
+            title=title,
+            detail=f"Ranks that ended while launcher {launcher} ran on: {listed}. {now}",
+            pids=[p.pid for p in went],
+            evidence={
+                "launcher_pid": launcher,
+                "ended": [{"pid": p.pid, "rank": p.rank, "exit_code": p.exit_code} for p in went],
+                "running": sorted(running),
+                "restart": restart,
+                "max_restarts": allowed,
+            },
+            suggestion="The launcher's log names the rank that failed first with its traceback (torchrun: "
+            "'failed (exitcode: N) local_rank: R'). Each restart repeats every rank's start-up and the "
+            "training since the script's last checkpoint.",
+            impact=0.5,
+        )
+    ]
+
+
+def _rank_name(trainer: ProcessSample) -> str:
+    return f"rank {trainer.rank} (pid {trainer.pid})" if trainer.rank is not None else f"trainer {trainer.pid}"
+
+
 def trainer_stalled(window: Window, settings: Settings) -> list[Finding]:
     latest = window.latest
-    workers = [p for p in latest.processes if p.role == "worker" and p.state not in ("zombie", "gone", "exited")]
+    workers = [p for p in latest.processes if p.role == "worker" and p.state not in ENDED]
     findings = []
     for trainer in latest.processes:
-        if trainer.role != "trainer" or not trainer.stack or trainer.state in ("zombie", "gone", "exited"):
+        if trainer.role != "trainer" or not trainer.stack or trainer.state in ENDED:
             continue
         if not is_stuck(trainer, settings.hang_after_s):
             continue

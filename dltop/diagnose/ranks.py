@@ -20,7 +20,7 @@ from dltop.diagnose.capacity import capacities
 from dltop.diagnose.figures import trusted_wait, wait_error
 from dltop.diagnose.window import Window
 from dltop.frames import sync_point
-from dltop.model import Finding, LoaderSample, ProcessSample, Snapshot
+from dltop.model import ENDED, Finding, LoaderSample, ProcessSample, Snapshot
 from dltop.settings import Settings
 
 
@@ -35,7 +35,7 @@ class RankWait:
 def runs(snap: Snapshot) -> dict[str, list[ProcessSample]]:
     """{run: its ranks on this node}, for runs with two ranks here or more."""
     grouped: dict[str, list[ProcessSample]] = {}
-    trainers = [p for p in snap.processes if p.role == "trainer" and p.state not in ("zombie", "gone")]
+    trainers = [p for p in snap.processes if p.role == "trainer" and p.state not in ENDED]
     for trainer in trainers:
         run = trainer.placement.run if trainer.placement is not None else None
         if run is None and trainer.rank is not None:

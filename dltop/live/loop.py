@@ -21,7 +21,7 @@ from dltop.diagnose import diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
 from dltop.diagnose.window import MemoryReadings, ShownAdvice
 from dltop.live.report import summarize
-from dltop.live.schedule import FRAME_S, ticks, ticks_in_window
+from dltop.live.schedule import FRAME_S, WINDOW_S, ticks, ticks_in_window
 from dltop.model import Finding, Pending, Snapshot
 from dltop.settings import DEFAULTS, Settings
 
@@ -150,7 +150,8 @@ def open_loop(
     whole (the caller checked the user owns the job); else redacted."""
     from dltop.collect.collector import Collector
 
-    return LiveLoop(Collector(pid, stacks=stacks, settings=settings, show_secrets=show_secrets), **loop_options)
+    collector = Collector(pid, stacks=stacks, settings=settings, show_secrets=show_secrets, keep_ended_s=WINDOW_S)
+    return LiveLoop(collector, **loop_options)
 
 
 @functools.cache  # once a process: its start-up happens once

@@ -22,7 +22,7 @@ from dltop.collect.stacks.budget import NODE
 from dltop.collect.stacks.pyspy import reap_killed
 from dltop.errors import DltopError
 from dltop.live.loop import LiveLoop
-from dltop.live.schedule import FRAME_S, ticks, ticks_in_window
+from dltop.live.schedule import FRAME_S, WINDOW_S, ticks, ticks_in_window
 from dltop.settings import Settings
 
 DISCOVER_EVERY_S = 10.0
@@ -69,7 +69,7 @@ class NodeWatcher:
     def _open(self, pid: int) -> LiveLoop:
         from dltop.collect.collector import Collector
 
-        collector = Collector(pid, gpu=self.gpu, stacks=self.stacks, settings=self.settings)
+        collector = Collector(pid, gpu=self.gpu, stacks=self.stacks, settings=self.settings, keep_ended_s=WINDOW_S)
         if collector.stacks is not None:
             collector.stacks.watcher = NODE  # all day on every node: the budget holds, the floors give way
         return LiveLoop(collector, self.settings, window_ticks=self.window_ticks)

@@ -19,6 +19,7 @@ from dltop.model.records import (
     snapshot_from_dict,
 )
 from dltop.model.vocabulary import (
+    ENDED,
     JOB_ROLES,
     PHASES,
     ROLES,
@@ -39,6 +40,6 @@ from dltop.model.vocabulary import (
 __all__ = [
     "SCHEMA", "DiskSample", "ExitedWorker", "Finding", "Frame", "GpuProcess", "GpuSample", "JobInfo",
     "LoaderSample", "Pending", "Placement", "ProcessSample", "Snapshot", "SystemSample", "TrainerTime",
-    "snapshot_from_dict", "JOB_ROLES", "PHASES", "ROLES", "SEVERITIES", "STILL_NOTICE_S", "WAITING",
+    "snapshot_from_dict", "ENDED", "JOB_ROLES", "PHASES", "ROLES", "SEVERITIES", "STILL_NOTICE_S", "WAITING",
     "Activity", "DatasetKind", "Phase", "Role", "Severity", "is_stuck", "most_severe", "severity_rank", "still_for",
 ]  # fmt: skip

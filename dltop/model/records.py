@@ -56,6 +56,10 @@ class Placement:
     namespace: Optional[str] = None
     pod: Optional[str] = None
     container: Optional[str] = None
+    # torchrun's TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS: which start of the
+    # ranks this is (0: the first) and how many restarts --max-restarts allows
+    restart: Optional[int] = None
+    max_restarts: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +176,7 @@ class JobInfo:
     pid: int  # the job's root: the launcher, or the trainer when there is none
     requested_pid: int
     cmdline: str
-    state: str  # running | exited
+    state: str  # running (a launcher alive counts, between its ranks) | exited
     start_method: str
     trainer_pids: list[int]
     launcher_pid: Optional[int] = None

@@ -31,6 +31,10 @@ Activity = Literal[
 # read at all: never "stuck", whatever its age
 WAITING: frozenset[Activity] = frozenset({"idle", "waiting-for-data", "unknown"})
 
+# a process's states once it has ended: exited but not reaped yet, no longer there, or gone with
+# its job (a report's last word on it)
+ENDED: frozenset[str] = frozenset({"zombie", "gone", "exited"})
+
 Phase = Literal["waiting-for-data", "collating", "starting-workers", "running"]
 # a trainer's phases, in the order they are shown, each with its TrainerTime field
 PHASES: dict[Phase, str] = {

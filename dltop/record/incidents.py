@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # `dltop --help` reads this module's defaults: it stays light
     from dltop.model import Snapshot
 
 # faults, and a rank that starts holding its whole run back
-FAULT_IDS = frozenset({"worker-hung", "worker-died", "trainer-stalled", "rank-straggler"})
+FAULT_IDS = frozenset({"worker-hung", "worker-died", "ranks-restarted", "trainer-stalled", "rank-straggler"})
 BUNDLE_SCHEMA = "dltop.incident/1"
 BUNDLE_FRAMES_S = 120.0  # the frames a bundle keeps: the two minutes before the incident
 MAX_BUNDLES = 100  # per recording; later incidents are still marked on the timeline

@@ -48,6 +48,8 @@ def badge(snapshot: Snapshot) -> Badge:
             return Badge("hung", "HUNG")
         if cause.id == "worker-died":
             return Badge("dead", "WORKER DIED")
+        if cause.id == "ranks-restarted":
+            return Badge("attention", "RESTARTED")
         if cause.id == "input-bound":
             return Badge("input-bound", "INPUT-BOUND")
         return Badge("attention", "ATTENTION")

@@ -31,6 +31,9 @@ class WorkerLifecycle:
     def __init__(self) -> None:
         self.trainers: dict[int, TrainerWorkers] = {}
 
+    def forget(self, trainer_pid: int) -> None:
+        self.trainers.pop(trainer_pid, None)
+
     def update(
         self,
         now: float,

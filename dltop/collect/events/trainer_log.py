@@ -105,6 +105,12 @@ class TrainerLogs:
                 continue
         return "\n".join(parts)
 
+    def forget(self, pid: int) -> None:
+        """Close a trainer's logs (a rank torchrun replaced)."""
+        for fd in self._fds.pop(pid, ()):
+            self._parsed.pop(fd, None)
+            os.close(fd)
+
     def close(self) -> None:
         for fds in self._fds.values():
             for fd in fds:

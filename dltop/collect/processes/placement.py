@@ -31,6 +31,7 @@ from dltop.model import Placement
 # job may set MASTER_* in os.environ, which spawn workers inherit: those do not tell)
 RANK_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT",
+            "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
             "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID")  # fmt: skip
 NAMESPACE_FILE = "var/run/secrets/kubernetes.io/serviceaccount/namespace"
 CONTAINER_ID_DIGITS = 12  # as `docker ps` and `crictl ps` show an id
@@ -51,6 +52,8 @@ def from_environment(env: dict) -> Placement:
         world_size=_int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS"))),
         run_id=env.get("TORCHELASTIC_RUN_ID") or (slurm_step if master is None else None),
         master=master,
+        restart=_int(env.get("TORCHELASTIC_RESTART_COUNT")),
+        max_restarts=_int(env.get("TORCHELASTIC_MAX_RESTARTS")),
     )
 
 
