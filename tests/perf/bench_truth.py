@@ -15,7 +15,8 @@ Each cell prints dltop's figure beside the job's own truth, ✓/✗ per check (t
 and for cells marked "apply" reruns the job with dltop's suggested settings and compares the
 job's own batch rate before and after (nothing attached while rates are measured).
 ``--subset libs`` runs jobs built on the real libraries (tests/perf/jobs, issue 29 §4): torchrun
-DDP (gloo) with one slow rank and with balanced ranks, webdataset over tar shards (as many workers
+DDP (gloo) with one slow rank and with balanced ranks, and one whose rank 0 fails on torchrun's
+first start (--max-restarts 1: the job's records say which ranks each start had), webdataset over tar shards (as many workers
 as shards, more with empty_check=False, more with the default check), Hugging Face datasets
 map-style (set_transform) and streaming (to_iterable_dataset(num_shards=2) under 4 workers), timm's
 create_loader (in its own venv, --timm-python), and a loop inside a Jupyter kernel (ipykernel).
@@ -47,10 +48,12 @@ from truth_checks import (
     Check,
     LibShape,
     LibTruth,
+    RestartTruth,
     Shape,
     advice,
     check_cell,
     check_lib,
+    check_restart,
     check_run_speedup,
     finding,
     train_loader,
@@ -220,7 +223,7 @@ def run_cell(c: Cell, run: Run, scratch: Path) -> Outcome:
     began = time.monotonic()
     outcome = Outcome(c.name)
     with run.lock.measuring():
-        job = observe.start(scratch / c.name, c.argv(), run.job_python)
+        job = observe.start(Path(tempfile.mkdtemp(prefix=f"{c.name}-", dir=scratch)), c.argv(), run.job_python)
         try:
             observe.wait_running(job, c.shape.workers)
             time.sleep(run.warmup)
@@ -498,6 +501,7 @@ class LibCell:
     apply: bool = False
     expect_failure: Optional[str] = None  # the job must fail, its error saying this
     expect_log: Optional[str] = None  # the library must write this to stderr
+    launcher: tuple = ()  # torchrun's own options (ddp)
     # webdataset: the folder the shards are in, under --wds-dir: "k2" holds just the 2 the job
     # reads; "" the 4 written (a job reading some shards of a folder: train and val side by side)
     shard_folder: str = "k2"
@@ -507,7 +511,7 @@ class LibCell:
         common = ["--report", str(report), "--workers", str(workers), *self.knobs]
         if self.job == "ddp":
             return [run.job_python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-                    str(self.shape.ranks), str(JOBS_DIR / "ddp_job.py"), *common]  # fmt: skip
+                    str(self.shape.ranks), *self.launcher, str(JOBS_DIR / "ddp_job.py"), *common]  # fmt: skip
         if self.job == "wds":
             folder = str(Path(run.wds_dir) / self.shard_folder)
             return [run.job_python, str(JOBS_DIR / "wds_job.py"), "--shards-dir", folder, *common]
@@ -527,6 +531,13 @@ def lib_matrix() -> list:
             LibShape(1, ranks=2, slow_rank=1),
             (*ddp, "--slow-rank", "1", "--slow-factor", "4"),
             apply=True,
+        ),
+        LibCell(
+            "ddp-restart-w2",
+            "ddp",
+            LibShape(2, ranks=2),
+            (*ddp, "--fail-rank", "0", "--fail-after-s", "6"),
+            launcher=("--max-restarts", "1"),
         ),
         LibCell("wds-k2-w2", "wds", LibShape(2, **iterable), ("--shards", "2"), apply=True),
         LibCell("wds-k2-w4-noempty", "wds", LibShape(4, **iterable), ("--shards", "2", "--no-empty-check"), apply=True),
@@ -580,10 +591,13 @@ def run_lib_cell(c: LibCell, run: Run, scratch: Path) -> Outcome:
         return outcome
     with run.lock.measuring():
         began = time.monotonic()  # the cell's own time, not the wait for the lock
-        job = observe.start_command(scratch / c.name, c.command(run, scratch / c.name))
+        report = Path(tempfile.mkdtemp(prefix=f"{c.name}-", dir=scratch))  # a repeat's own: records are truth
+        job = observe.start_command(report, c.command(run, report))
         try:
             if c.expect_failure:
                 outcome.checks = [_expected_failure(c, job)]
+            elif c.launcher:
+                _observe_restart(c, run, job, outcome)
             else:
                 _observe_lib(c, run, scratch, job, outcome)
         except (AssertionError, RuntimeError) as failure:
@@ -656,6 +670,35 @@ def _observe_lib(c: LibCell, run: Run, scratch: Path, job, outcome: Outcome) -> 
     }  # fmt: skip
     if c.apply and run.apply:
         outcome.applied = apply_lib(c, run, scratch, job, seen.snapshot)
+
+
+RESTART_WATCH_S = 40.0  # covers the failure (6 s after the first batch) and the ranks' new start
+
+
+def _observe_restart(c: LibCell, run: Run, job, outcome: Outcome) -> None:
+    """dltop snapshot across a rank's failure and torchrun's restart of every rank; the truth is
+    the job's records (each rank's restart count, the rank that failed) and the launcher's life."""
+    observe.wait_trainers(job, c.shape.ranks)
+    seen = observe.snapshot_views(job.pid, [], [], max(run.duration, RESTART_WATCH_S), run.dltop_python)
+    if seen.snapshot is None:
+        outcome.error = seen.error
+        return
+    trainers = job.records("trainer")
+    restart = max((r.get("restart", 0) for r in trainers), default=0)
+    (failed,) = job.records("failed")
+    truth = RestartTruth(
+        first=sorted(r["pid"] for r in trainers if r.get("restart", 0) == 0),
+        again=sorted(
+            r["pid"] for r in trainers if r.get("restart", 0) == restart and restart and observe.alive(r["pid"])
+        ),
+        failed=failed,
+        restart=restart,
+        max_restarts=int(c.launcher[c.launcher.index("--max-restarts") + 1]),
+        launcher_alive=job.proc.poll() is None,
+    )
+    outcome.checks = check_restart(seen.snapshot, truth)
+    outcome.excerpt = {"job": seen.snapshot.get("job"), "ranks-restarted": finding(seen.snapshot, "ranks-restarted")}
+    outcome.truth = truth.__dict__
 
 
 def _starving(job) -> set:

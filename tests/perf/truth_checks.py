@@ -567,3 +567,42 @@ def check_run_speedup(report: dict, slow_rate: Optional[float], balanced_rate: O
     if said is None or real is None:
         return Check("run_speedup", NA if said is None else f"{said}x", shown, None)
     return Check("run_speedup", f"{said}x", shown, abs(said / real - 1) <= RUN_SPEEDUP_MARGIN)
+
+
+@dataclass
+class RestartTruth:
+    """A torchrun job that lost a rank and was started again, from its own records: the ranks of
+    each start (each rank writes torchrun's TORCHELASTIC_RESTART_COUNT), the rank that failed, and
+    whether the launcher still runs."""
+
+    first: list  # trainer pids of the first start
+    again: list  # trainer pids of the restart, alive at the window's end
+    failed: dict  # {pid, rank, exit_code} of the rank that exited on purpose
+    restart: int  # torchrun's count at the end
+    max_restarts: int
+    launcher_alive: bool
+
+
+def check_restart(report: dict, truth: RestartTruth) -> list:
+    """dltop's ``ranks-restarted`` and the ranks it follows, against the job's own records."""
+    job = report.get("job", {})
+    running = sorted(p["pid"] for p in report.get("processes", []) if p["role"] == "trainer" and p["state"] != "gone")
+    told = finding(report, "ranks-restarted") or {}
+    evidence = told.get("evidence", {})
+    ended = sorted(told.get("pids", []))
+    codes = {e["pid"]: e["exit_code"] for e in evidence.get("ended", [])}
+    seen_code = codes.get(truth.failed["pid"])
+    deaths = [f for f in report.get("findings", []) if f["id"] == "worker-died"]
+    return [
+        Check("job state", job.get("state", "?"), "running" if truth.launcher_alive else "exited",
+              job.get("state") == ("running" if truth.launcher_alive else "exited")),
+        Check("ranks followed", str(running), str(truth.again), running == truth.again),
+        Check("ranks ended", str(ended), str(sorted(truth.first)), ended == sorted(truth.first)),
+        Check("restart", f"{evidence.get('restart')} of {evidence.get('max_restarts')}",
+              f"{truth.restart} of {truth.max_restarts}",
+              (evidence.get("restart"), evidence.get("max_restarts")) == (truth.restart, truth.max_restarts)),
+        Check("failed rank's status", "not seen" if seen_code is None else str(seen_code),
+              f"rank {truth.failed['rank']} exit {truth.failed['exit_code']}",
+              seen_code in (None, truth.failed["exit_code"])),
+        Check("worker deaths", str(len(deaths)), "0 (taken down with their ranks)", not deaths),
+    ]  # fmt: skip
