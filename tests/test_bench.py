@@ -110,12 +110,15 @@ def test_known_per_sample_cost_gives_the_throughput_it_implies(tmp_path):
 
 
 def test_cpu_cost_sets_the_single_process_rate(tmp_path):
-    """5 ms of CPU per sample in the main process: about 200 samples/s, and the ceiling knows the cost."""
+    """5 ms of CPU per sample in the main process: the ceiling knows the cost, and the rate is what
+    that cost allows (about 200 samples/s on a free core; less when other work shares the CPUs,
+    never more)."""
     doc, _ = bench(tmp_path, "--workload", "synthetic-cpu:cpu_ms=5,sample_kb=4", "--batch-size", "4",
                    "--step-ms", "0", "--compare", "num_workers=0", "--rounds", "1")  # fmt: skip
     (trial,) = doc["trials"]
-    assert 130 <= trial["samples_per_s"] <= 205
     assert 4 <= doc["ceiling"]["sample_cpu_ms"] <= 7 and doc["ceiling"]["bound"] == "cpu"
+    allowed = 1000 / doc["ceiling"]["sample_cpu_ms"]
+    assert 0.4 * allowed <= trial["samples_per_s"] <= 1.1 * allowed, (trial["samples_per_s"], allowed)
 
 
 def test_a_sweep_recommends_a_config_and_draws_the_curve(tmp_path):

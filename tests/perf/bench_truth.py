@@ -16,8 +16,9 @@ and for cells marked "apply" reruns the job with dltop's suggested settings and 
 job's own batch rate before and after (nothing attached while rates are measured).
 ``--subset libs`` runs jobs built on the real libraries (tests/perf/jobs, issue 29 §4): torchrun
 DDP (gloo) with one slow rank and with balanced ranks, and one whose rank 0 fails on torchrun's
-first start (--max-restarts 1: the job's records say which ranks each start had), webdataset over tar shards (as many workers
-as shards, more with empty_check=False, more with the default check), Hugging Face datasets
+first start (--max-restarts 1: the job's records say which ranks each start had), webdataset
+over tar shards (as many workers as shards, more with empty_check=False, more with the default
+check), Hugging Face datasets
 map-style (set_transform) and streaming (to_iterable_dataset(num_shards=2) under 4 workers), timm's
 create_loader (in its own venv, --timm-python), and a loop inside a Jupyter kernel (ipykernel).
 Truth per trainer: the job's clock, py-spy at 50 Hz on each trainer, worker pids, which workers
