@@ -105,6 +105,7 @@ class Collector:
         tree = self.tree = self.discovery.refresh(self.tree)
         stats = self.discovery.table.stats
 
+        self.discovery.forget_except(set(stats))
         # processes that left are forgotten before the samples, which match them with their parent's cutime
         self.processes.forget_except({(pid, stats[pid].start_ticks) for pid in tree.members if pid in stats})
         samples = self._sample_processes(tree, stats, full_memory)
@@ -124,7 +125,7 @@ class Collector:
                 if s.role == "worker" and s.state != "zombie":
                     self.startups.watch(s.pid, stats[s.pid].start_ticks, s.trainer_pid, s.name)
         caught = self.exits.take()
-        self._exit_codes.update(caught)
+        self._exit_codes.update({pid: code for pid, code in caught.items() if pid in self._ran_at})  # trainers'
         if self.stacks is not None:
             self.stacks.update([(pid, ticks, role, schedstats.get((pid, ticks))) for pid, ticks, role in live])
             samples = [self._with_stack(s) for s in samples]
@@ -138,9 +139,15 @@ class Collector:
         workers = {s.pid: s.trainer_pid for s in samples if s.role == "worker"}
         zombies = {s.pid: s.exit_code for s in samples if s.state == "zombie"}
         running_trainers = [p for p in tree.trainer_pids if p in by_pid and by_pid[p].state != "zombie"]
-        # torchrun outlives its ranks while it restarts them (--max-restarts) or winds down: the job runs on
+        # torchrun outlives its ranks while it restarts them (--max-restarts) or waits for other nodes':
+        # the job runs on (a shell or an mp.spawn parent whose ranks ended is a job that ended)
         launcher = by_pid.get(tree.launcher_pid) if tree.launcher_pid is not None else None
-        between_ranks = not running_trainers and launcher is not None and launcher.state != "zombie"
+        between_ranks = (
+            not running_trainers
+            and launcher is not None
+            and launcher.state != "zombie"
+            and self.discovery.is_launcher(launcher.pid)
+        )
         self.lifecycle.update(
             now, iso(self._wall()), workers, {**caught, **zombies}, set(running_trainers), self._last_known
         )
@@ -191,11 +198,12 @@ class Collector:
             del self._ran_at[pid]
             self.lifecycle.forget(pid)
             self.logs.forget(pid)
-            for per_trainer in (self._known_loaders, self._last_trainer_time, self._pin_cache):
+            for per_trainer in (self._known_loaders, self._last_trainer_time, self._pin_cache, self._exit_codes):
                 per_trainer.pop(pid, None)
             for keyed in (self._seen_workers, self._parts, self._sites):
                 for key in [k for k in keyed if k[0] == pid]:
                     del keyed[key]
+        self.shards.forget_except(set(self._ran_at))
 
     def _share_stack_evidence(self) -> None:
         """Tell discovery what stacks and the worker history proved: which processes run

@@ -130,17 +130,19 @@ def worker_died(window: Window, settings: Settings) -> list[Finding]:
 
 def _killed_with_trainer(gone: ExitedWorker, exits: list[ExitedWorker], latest: Snapshot, settings: Settings) -> bool:
     """Killed at once with its trainer, not a death of its own: kill -9 of the job's group, or
-    torchrun taking a rank's group down (with SIGTERM) when another rank failed. The job ended
-    (with that signal, or its status unseen), or its trainer had ended by the tick the worker was
-    seen gone, one of several workers all gone with the same signal. A death torch reported in the
-    trainer's log was not that."""
+    torchrun's SIGTERM to a rank's group when another rank failed. Every exit around it shares
+    its signal (or is unknown), and the job ended with that signal (or unseen), or its trainer
+    had ended by the tick the worker was seen gone, with other workers or by SIGTERM (the OOM
+    killer's SIGKILL of a lone worker takes its trainer down after it). A death torch reported in
+    the trainer's log was not that."""
     if gone.in_trainer_log:
         return False
     around = [e for e in exits if abs(_seconds_between(e.gone_at, gone.gone_at)) <= settings.same_event_s]
-    same_signal = all(e.exit_code in (gone.exit_code, None) for e in around)
-    if latest.job.state == "exited":
-        return latest.job.exit_code in (gone.exit_code, None) and same_signal
-    return not gone.trainer_running and len(around) > 1 and same_signal
+    if not all(e.exit_code in (gone.exit_code, None) for e in around):
+        return False
+    with_job = latest.job.state == "exited" and latest.job.exit_code in (gone.exit_code, None)
+    with_trainer = not gone.trainer_running and (len(around) > 1 or gone.exit_code == -signal.SIGTERM)
+    return with_job or with_trainer
 
 
 def _died_finding(gone: ExitedWorker, latest: Snapshot) -> Finding:
@@ -149,7 +151,7 @@ def _died_finding(gone: ExitedWorker, latest: Snapshot) -> Finding:
     hint = SIGNAL_HINTS.get(-code) if code is not None and code < 0 else None
     last = gone.last_stack[-1].where() if gone.last_stack else None
     doing = f" It was last seen {gone.last_activity}" + (f" at {last}." if last else ".")
-    after = " The trainer then exited." if latest.job.state == "exited" else ""
+    after = " The trainer then exited." if latest.job.state == "exited" or not gone.trainer_running else ""
     if gone.in_trainer_log:
         after += " torch reported it in the trainer's log."
     return Finding(
@@ -185,48 +187,46 @@ def _ending(code: Optional[int], unseen: str) -> str:
 
 
 def ranks_restarted(window: Window, settings: Settings) -> list[Finding]:
-    """Ranks that ended while their launcher ran on. torchrun --max-restarts takes every rank
-    down when one fails and starts them all again: the job has not exited, but each restart
-    repeats start-up and loses the training since the last checkpoint. Its own log names the rank
-    that failed first; dltop sees which ranks went, their status where it caught it, and the
-    restart count torchrun gives the ranks (TORCHELASTIC_RESTART_COUNT)."""
+    """Ranks started again by their launcher. torchrun --max-restarts takes every rank down when
+    one fails and starts them all again, one higher in TORCHELASTIC_RESTART_COUNT: the job has
+    not exited, but each restart repeats start-up and loses the training since the last
+    checkpoint. The evidence is that count: ranks running now with a higher one than ranks of the
+    window that ended (a rank that ended while others run, or no rank while torchrun waits for
+    other nodes, is no restart). The launcher's log names the rank that failed first; dltop sees
+    which ranks went, and their status where it caught it."""
     latest = window.latest
     if latest.job.state != "running" or latest.job.launcher_pid is None:
         return []
     alive = {p.pid: p for p in latest.processes if p.state not in ENDED}
-    running = {pid: p for pid, p in alive.items() if p.role == "trainer"}
+    running = [p for p in alive.values() if p.role == "trainer"]
     ended: dict[int, ProcessSample] = {}
     for tick in window.ticks:
         ended.update({p.pid: p for p in tick.processes if p.role == "trainer" and p.pid not in alive})
-    if not ended:
+    starts = [count for count in map(_restart, running) if count is not None]
+    if not starts:
         return []
-    went = sorted(ended.values(), key=lambda p: (p.rank is None, p.rank, p.pid))
-    places = [p.placement for p in (*running.values(), *went) if p.placement is not None]
-    restart = max((pl.restart for pl in places if pl.restart is not None), default=None)
-    allowed = next((pl.max_restarts for pl in places if pl.max_restarts is not None), None)
+    restart = max(starts)
+    went = sorted(
+        (p for p in ended.values() if _started_before(p, restart)),
+        key=lambda p: (p.rank is None, p.rank, p.pid),
+    )
+    if not went:
+        return []
+    allowed = next((p.placement.max_restarts for p in running if p.placement and p.placement.max_restarts), None)
     listed = "; ".join(f"{_rank_name(p)} {_ending(p.exit_code, 'ended (status not seen)')}" for p in went)
     launcher = latest.job.launcher_pid
-    if running and restart:
-        title = f"The launcher restarted the ranks (restart {restart}" + (f" of {allowed})" if allowed else ")")
-        now = f"It started {len(running)} again: " + ", ".join(_rank_name(p) for p in running.values()) + "."
-    elif running:
-        title = f"{len(went)} rank(s) ended while the job runs on"
-        now = f"{len(running)} still run."
-    else:
-        left = f" ({allowed - (restart or 0)} restart(s) left)" if allowed is not None else ""
-        title = f"No rank runs; launcher {launcher} is still alive"
-        now = f"It restarts them if one failed and restarts are left{left}, or is winding down."
     return [
         Finding(
             id="ranks-restarted",
             severity="warning",
-            title=title,
-            detail=f"Ranks that ended while launcher {launcher} ran on: {listed}. {now}",
+            title=f"The launcher restarted the ranks (restart {restart}" + (f" of {allowed})" if allowed else ")"),
+            detail=f"Ranks of the start before that ended while launcher {launcher} ran on: {listed}. It started "
+            f"{len(running)} again: " + ", ".join(_rank_name(p) for p in sorted(running, key=lambda p: p.pid)) + ".",
             pids=[p.pid for p in went],
             evidence={
                 "launcher_pid": launcher,
                 "ended": [{"pid": p.pid, "rank": p.rank, "exit_code": p.exit_code} for p in went],
-                "running": sorted(running),
+                "running": sorted(p.pid for p in running),
                 "restart": restart,
                 "max_restarts": allowed,
             },
@@ -236,6 +236,15 @@ def ranks_restarted(window: Window, settings: Settings) -> list[Finding]:
             impact=0.5,
         )
     ]
+
+
+def _restart(trainer: ProcessSample) -> Optional[int]:
+    return trainer.placement.restart if trainer.placement is not None else None
+
+
+def _started_before(trainer: ProcessSample, restart: int) -> bool:
+    count = _restart(trainer)
+    return count is not None and count < restart
 
 
 def _rank_name(trainer: ProcessSample) -> str:

@@ -603,6 +603,6 @@ def check_restart(report: dict, truth: RestartTruth) -> list:
               (evidence.get("restart"), evidence.get("max_restarts")) == (truth.restart, truth.max_restarts)),
         Check("failed rank's status", "not seen" if seen_code is None else str(seen_code),
               f"rank {truth.failed['rank']} exit {truth.failed['exit_code']}",
-              seen_code in (None, truth.failed["exit_code"])),
+              None if seen_code is None else seen_code == truth.failed["exit_code"]),
         Check("worker deaths", str(len(deaths)), "0 (taken down with their ranks)", not deaths),
     ]  # fmt: skip

@@ -184,6 +184,13 @@ def _read_cmdline(pid: int) -> list:
         return []
 
 
+def _read_rank_env(pid: int) -> dict:
+    try:
+        return procfs.read_environ(pid, ENV_KEYS)
+    except OSError:
+        return {}
+
+
 def _read_torch_version(pid: int) -> Optional[str]:
     try:
         return procfs.read_torch_version(pid)
@@ -201,17 +208,28 @@ class Discovery:
     """
 
     def __init__(self) -> None:
-        # (pid, start ticks) -> (value, settled, the table it was read in): see _until_settled
+        # (pid, start ticks) -> (value, settled, the pass over /proc it was read in): _until_settled
         self._cmdlines: dict = {}
         self._torch: dict = {}
         self._ranks: dict = {}
         self._every_thread_at = float("-inf")
-        self.table = ProcessTable()
+        self._passes = 0
+        self._table = ProcessTable()
         # What the collector learnt from stacks, which outranks names and command lines:
         # (pid, start ticks) -> worker | starting | other (frames.process_kind) ...
         self.stack_kinds: dict = {}
         # ... and trainers seen running a DataLoader with worker processes (workers seen, or a stack)
         self.loader_trainers: set = set()
+
+    @property
+    def table(self) -> ProcessTable:
+        return self._table
+
+    @table.setter
+    def table(self, table: ProcessTable) -> None:
+        """A new pass over /proc: what has not settled is read again."""
+        self._table = table
+        self._passes += 1
 
     # -- facts about one process (cached) --------------------------------------------
 
@@ -228,14 +246,17 @@ class Discovery:
     def _until_settled(
         self, cache: dict, pid: int, read: Callable[[int], Any], settled: Callable[[int, Any], bool]
     ) -> Any:
-        """read(pid), cached once settled(pid, value) says it is for good and re-read each tick till then."""
+        """read(pid), cached once settled(pid, value) says it is for good and re-read each pass till then."""
         key = self._key(pid)
         cached = cache.get(key)
-        if cached is not None and (cached[1] or cached[2] is self.table):
+        if cached is not None and (cached[1] or cached[2] == self._passes):
             return cached[0]
         value = read(pid)
-        cache[key] = (value, settled(pid, value), self.table)
+        cache[key] = (value, settled(pid, value), self._passes)
         return value
+
+    def _young(self, pid: int) -> bool:
+        return pid in self.table.stats and self.table.age_s(pid) < STARTUP_GRACE_S
 
     def cmdline(self, pid: int) -> list:
         return self._until_settled(self._cmdlines, pid, _read_cmdline, self._exec_settled)
@@ -243,30 +264,29 @@ class Discovery:
     def _exec_settled(self, pid: int, argv: list) -> bool:
         """Whether this command line is for good. A spawn child reads as its parent's between fork
         and exec, and as empty while exec builds the new one (and once it exits); an exec keeps the
-        pid and start time, so caching either would name a spawn worker a fork child or a helper."""
-        if not argv:
-            return False
+        pid and start time, so caching either would name a spawn worker a fork child or a helper.
+        Past start-up it is for good, empty too (a kernel thread's)."""
+        if not self._young(pid):
+            return True
         parent = self._ppid(pid)
-        return (
-            parent <= 0
-            or pid not in self.table.stats
-            or self.table.age_s(pid) >= STARTUP_GRACE_S
-            or (argv != self.cmdline(parent))
-        )
+        return bool(argv) and (parent <= 0 or argv != self.cmdline(parent))
+
+    def _past_exec(self, pid: int) -> bool:
+        self.cmdline(pid)
+        return self._cmdlines[self._key(pid)][1]
 
     def torch_version(self, pid: int) -> Optional[str]:
-        """torch's version if loaded; None if not (yet: a restarted rank imports it after its first
-        ticks); 'denied' when maps cannot be read."""
-        return self._until_settled(self._torch, pid, _read_torch_version, lambda _pid, version: version is not None)
+        """torch's version if loaded; None if not; 'denied' when maps cannot be read."""
+        return self._until_settled(self._torch, pid, _read_torch_version, self._torch_settled)
+
+    def _torch_settled(self, pid: int, version: Optional[str]) -> bool:
+        """A version is for good. Its absence is, once past start-up, except under a launcher:
+        the ranks torchrun starts again after one failed import torch some seconds in."""
+        return version is not None or not (self._young(pid) or self.is_launcher(self._ppid(pid)))
 
     def rank_env(self, pid: int) -> dict:
-        key = self._key(pid)
-        if key not in self._ranks:
-            try:
-                self._ranks[key] = procfs.read_environ(pid, ENV_KEYS)
-            except OSError:
-                self._ranks[key] = {}
-        return self._ranks[key]
+        """Its rank variables, read once past its exec (before, they are its parent's)."""
+        return self._until_settled(self._ranks, pid, _read_rank_env, lambda p, _env: self._past_exec(p))
 
     def rank(self, pid: int) -> Optional[int]:
         value = self.rank_env(pid).get("RANK")
@@ -536,7 +556,7 @@ def find_jobs(gpu_pids: Iterable[int] = (), discovery: Optional[Discovery] = Non
     Used by ``dltop jobs``, the TUI's picker and the node watcher. ``gpu_pids`` are local pids
     NVML says hold a GPU; ``skip``: pids of jobs already followed (not walked again). A
     ``discovery`` kept between calls remembers each process's torch version (its maps are read
-    once per process, not once per scan).
+    once per process past start-up, not once per scan).
     """
     discovery = discovery or Discovery()
     table = discovery.table = ProcessTable.scan()
