@@ -14,7 +14,7 @@ from typing import Optional
 from dltop.diagnose import diagnose
 from dltop.diagnose.ranks import runs
 from dltop.live.loop import open_loop
-from dltop.model import ExitedWorker, Placement
+from dltop.model import ENDED, ExitedWorker, Placement
 from tests.support import alive, run_dltop, wait_for
 from tests.windows import bound_window
 
@@ -148,7 +148,7 @@ def test_ranks_torchrun_restarts_are_followed_and_told(start_job):
     assert states == {"running"} and len(first) == 2
     report = loop.report()
     again = sorted(p for p in job.trainers() if p not in first)
-    running = {p.pid: p for p in report.processes if p.role == "trainer" and p.state != "gone"}
+    running = {p.pid: p for p in report.processes if p.role == "trainer" and p.state not in ENDED}
     assert sorted(running) == again and {p.placement.restart for p in running.values()} == {1}
     (told,) = [f for f in report.findings if f.id == "ranks-restarted"]
     assert sorted(told.pids) == first and told.evidence["running"] == again, told

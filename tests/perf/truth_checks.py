@@ -14,6 +14,8 @@ from typing import Optional
 
 from truth_observe import Truth
 
+from dltop.model import ENDED
+
 SHARE_PP = 5.0
 INPUT_BOUND = 30.0
 OVERSUBSCRIBED = 1.25
@@ -586,7 +588,9 @@ class RestartTruth:
 def check_restart(report: dict, truth: RestartTruth) -> list:
     """dltop's ``ranks-restarted`` and the ranks it follows, against the job's own records."""
     job = report.get("job", {})
-    running = sorted(p["pid"] for p in report.get("processes", []) if p["role"] == "trainer" and p["state"] != "gone")
+    running = sorted(
+        p["pid"] for p in report.get("processes", []) if p["role"] == "trainer" and p["state"] not in ENDED
+    )
     told = finding(report, "ranks-restarted") or {}
     evidence = told.get("evidence", {})
     ended = sorted(told.get("pids", []))
