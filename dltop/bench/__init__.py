@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 
-INSTALL_HINT = "pip install 'dltop[bench]' (it brings PyTorch; or install torch as your job has it)"
+from dltop import install_hint
+
+INSTALL_HINT = f"{install_hint('bench')} (it brings PyTorch; or install torch as your job has it)"
 
 
 def missing_torch() -> str | None:

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Optional
 
-from dltop import __version__
+from dltop import DISTRIBUTION, __version__
 from dltop.cli.commands import COMMANDS, live
 from dltop.errors import DltopError
 
@@ -20,7 +20,7 @@ EXIT_INTERRUPTED = 130
 def build_parser() -> argparse.ArgumentParser:
     """Every command's arguments in one parser (tests parse a finding's bench_args with it)."""
     parser = argparse.ArgumentParser(prog="dltop", description="htop for PyTorch DataLoaders.")
-    parser.add_argument("--version", action="version", version=f"dltop {__version__}")
+    parser.add_argument("--version", action="version", version=f"dltop {__version__} ({DISTRIBUTION})")
     live.add_arguments(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:

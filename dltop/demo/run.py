@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+from dltop import install_hint
 from dltop.collect.collector import Collector
 from dltop.demo.scenarios import SCENARIOS
 from dltop.errors import DltopError
@@ -22,9 +23,14 @@ from dltop.settings import DEFAULTS, Settings
 READY_TIMEOUT_S = 60
 
 
-def start_demo_job(scenario: str) -> subprocess.Popen:
+def need_torch() -> None:
+    """The demo job is a PyTorch job (the monitor is not): say so before anything starts."""
     if importlib.util.find_spec("torch") is None:
-        raise DltopError("dltop demo runs a PyTorch job: install torch first (pip install 'dltop[bench]')")
+        raise DltopError(f"dltop demo runs a PyTorch job: install torch first ({install_hint('bench')})")
+
+
+def start_demo_job(scenario: str) -> subprocess.Popen:
+    need_torch()
     return subprocess.Popen(
         [sys.executable, "-m", "dltop.demo.job", *SCENARIOS[scenario]],
         start_new_session=True,

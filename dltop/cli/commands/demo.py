@@ -21,11 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dltop.demo.run import attach_when_ready, start_demo_job, stop_demo_job
+    from dltop.demo.run import attach_when_ready, need_torch, start_demo_job, stop_demo_job
     from dltop.live.loop import LiveLoop
     from dltop.tui.app import DltopApp
 
     need_terminal()
+    need_torch()
     print(f"dltop demo: starting the bundled training job ({args.scenario})…", file=sys.stderr, flush=True)
     job = start_demo_job(args.scenario)
     try:
