@@ -8,10 +8,11 @@ import os
 import sys
 import time
 import warnings
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from dltop.bench import missing_torch
 from dltop.bench.config import LoaderConfig, parse_config
+from dltop.bench.search import SearchResult
 from dltop.errors import DltopError
 
 CEILING_PROBE_S = 0.5
@@ -46,22 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    why = missing_torch()
-    if why is not None:
-        raise DltopError(why)
-    # Parse what the user typed before paying for torch's import.
-    compared = [parse_config(text) for text in args.compare] if args.compare else None
-    base = parse_config(args.base)
-    methods = [parse_config(f"start_method={m}").start_method for m in filter(None, args.start_methods.split(","))]
-    if args.batch_size < 1 or args.chunks < 1 or args.rounds < 1 or args.step_threads < 1:
-        raise DltopError("--batch-size, --chunks, --rounds and --step-threads must be at least 1")
+    """Set up the workload, search (or compare), report; 130 when Ctrl-C cut the run short."""
+    compared, base, methods = _parse_arguments(args)  # before paying for torch's import
 
     # torch warns at import when numpy is missing; the bench does not use numpy
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-    from dltop.bench import report
-    from dltop.bench.search import Search, compare
+    from dltop.bench.search import compare
     from dltop.bench.step import Step
-    from dltop.bench.trial import Timing, run_trial
     from dltop.bench.workloads import synthetic, user_factory
 
     cpus = len(os.sched_getaffinity(0))
@@ -69,52 +61,92 @@ def run_bench(args: argparse.Namespace) -> int:
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     with user_factory(args.dataset) if args.dataset else synthetic(args.workload) as workload:
         step = Step(args.step_ms, args.step_kind, args.step_threads)
-        gpu_util = _gpu_util_reader() if step.kind == "cuda" else None
-        timing = Timing(args.warmup_s, args.chunk_s, args.chunks)
         setup = _setup(args, workload, step, cpus)
         ceiling = _ceiling(workload, args.batch_size, step, cpus)
         _say(f"dltop bench: {setup['workload']['name']} on {setup['device']['name']}, batch {args.batch_size},"
              f" step {args.step_ms:g} ms ({step.kind}); ceiling {_ceiling_text(ceiling)}")  # fmt: skip
+        measure = _measurer(args, workload, step)
+        comparison = compare(measure, compared, args.rounds) if compared else None
+        found = _compared(comparison) if comparison is not None else _search(args, measure, base, methods, step, cpus)
 
-        def measure(config: LoaderConfig):
-            _say(f"  {config.label():<52} ", end="")
-            trial = run_trial(workload, config, args.batch_size, step, timing, gpu_util)
-            _say(f"{trial.samples_per_s:9.1f} samples/s ({trial.low:.0f}-{trial.high:.0f}),"
-                 f" wait {trial.data_wait_percent:.0f}%")  # fmt: skip
-            return trial
+    _print_results(found, comparison, ceiling, args.batch_size)
+    if args.json:
+        from dltop.bench import report
 
-        if compared:
-            comparison = compare(measure, compared, args.rounds)
-            trials, stopped = comparison.results, comparison.stopped
-            best = max(trials, key=lambda t: t.samples_per_s) if trials else None
-            recommended = best
-        else:
-            knobs = [{"prefetch_factor": 4}, {"persistent_workers": not base.persistent_workers}]
-            knobs += [{"pin_memory": True}] if step.kind == "cuda" and not base.pin_memory else []
-            knobs += [{"start_method": m} for m in methods]
-            max_workers = args.max_workers if args.max_workers is not None else 2 * cpus
-            comparison = None
-            result = Search(measure, base, max_workers, args.budget_s, tuple(knobs)).run()
-            trials, best, recommended, stopped = result.trials, result.best, result.recommended, result.stopped
+        doc = report.document(setup, found.trials, found.best, found.recommended, ceiling, comparison, found.stopped)
+        with open(args.json, "w") as out:
+            json.dump(doc, out, indent=2)
+    return EXIT_INTERRUPTED if found.stopped == "interrupted" else 0
 
-    print(report.table(trials, ceiling))
+
+def _parse_arguments(args: argparse.Namespace) -> tuple[Optional[list[LoaderConfig]], LoaderConfig, list]:
+    """(configs to compare or None, the search's base, start methods to try): a typing mistake
+    stops the bench before torch is imported, and without torch it stops with what to install."""
+    why = missing_torch()
+    if why is not None:
+        raise DltopError(why)
+    compared = [parse_config(text) for text in args.compare] if args.compare else None
+    base = parse_config(args.base)
+    methods = [parse_config(f"start_method={m}").start_method for m in filter(None, args.start_methods.split(","))]
+    if args.batch_size < 1 or args.chunks < 1 or args.rounds < 1 or args.step_threads < 1:
+        raise DltopError("--batch-size, --chunks, --rounds and --step-threads must be at least 1")
+    return compared, base, methods
+
+
+def _measurer(args: argparse.Namespace, workload, step) -> Callable[[LoaderConfig], Any]:
+    """One trial of a config, its result said on stderr as it comes (a search takes minutes)."""
+    from dltop.bench.trial import Timing, run_trial
+
+    gpu_util = _gpu_util_reader() if step.kind == "cuda" else None
+    timing = Timing(args.warmup_s, args.chunk_s, args.chunks)
+
+    def measure(config: LoaderConfig):
+        _say(f"  {config.label():<52} ", end="")
+        trial = run_trial(workload, config, args.batch_size, step, timing, gpu_util)
+        _say(f"{trial.samples_per_s:9.1f} samples/s ({trial.low:.0f}-{trial.high:.0f}),"
+             f" wait {trial.data_wait_percent:.0f}%")  # fmt: skip
+        return trial
+
+    return measure
+
+
+def _compared(comparison) -> SearchResult:
+    """A comparison's trials as a search's result: the fastest is both best and recommended."""
+    trials = comparison.results
+    best = max(trials, key=lambda t: t.samples_per_s) if trials else None
+    return SearchResult(trials, best, best, comparison.stopped)
+
+
+def _search(args: argparse.Namespace, measure: Callable, base: LoaderConfig, methods: list, step, cpus: int):
+    """The worker count search from ``base``, then the knobs worth a try at the best count."""
+    from dltop.bench.search import Search
+
+    knobs = [{"prefetch_factor": 4}, {"persistent_workers": not base.persistent_workers}]
+    knobs += [{"pin_memory": True}] if step.kind == "cuda" and not base.pin_memory else []
+    knobs += [{"start_method": m} for m in methods]
+    max_workers = args.max_workers if args.max_workers is not None else 2 * cpus
+    return Search(measure, base, max_workers, args.budget_s, tuple(knobs)).run()
+
+
+def _print_results(found: SearchResult, comparison, ceiling: Optional[dict], batch_size: int) -> None:
+    """The table, the comparison (or the chart), the best and the code to use."""
+    from dltop.bench import report
+
+    print(report.table(found.trials, ceiling))
     if comparison is not None and comparison.ratios:
         print("\n" + report.comparison_text(comparison))
-    elif trials:
-        print("\n" + report.chart(trials))
+    elif found.trials:
+        print("\n" + report.chart(found.trials))
+    best: Any = found.best  # TrialResults (SearchResult types them as object)
+    recommended: Any = found.recommended
     if recommended is not None:
         assert best is not None  # both come from the same trials: recommended is None only when best is
         share = f", {100 * best.samples_per_s / ceiling['samples_per_s']:.0f}% of the ceiling" if ceiling else ""
         print(f"\nbest: {best.config.label()} at {best.samples_per_s:.1f} samples/s{share}")
         print(f"recommended (fewest workers within 5% of the best):\n  "
-              f"{recommended.config.code(batch_size=args.batch_size)}")  # fmt: skip
-    if stopped:
-        print(f"\nstopped early: {stopped}; the results above are partial")
-    if args.json:
-        doc = report.document(setup, trials, best, recommended, ceiling, comparison, stopped)
-        with open(args.json, "w") as out:
-            json.dump(doc, out, indent=2)
-    return EXIT_INTERRUPTED if stopped == "interrupted" else 0
+              f"{recommended.config.code(batch_size=batch_size)}")  # fmt: skip
+    if found.stopped:
+        print(f"\nstopped early: {found.stopped}; the results above are partial")
 
 
 def _setup(args: argparse.Namespace, workload, step, cpus: int) -> dict:
