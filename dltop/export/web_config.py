@@ -177,6 +177,9 @@ def load_web_config(path: Union[str, Path]) -> WebConfig:
     return config
 
 
+_TLS = "tls_server_config."  # the prefix of its keys in errors
+
+
 def _parse(document: Any, directory: Path, where: str) -> WebConfig:
     top = _mapping(document, "the file") if document is not None else {}
     _known(top, TOP_KEYS, "")
@@ -193,43 +196,14 @@ def _parse(document: Any, directory: Path, where: str) -> WebConfig:
 
 
 def _tls(section: dict, directory: Path) -> Optional[TlsConfig]:
-    key = "tls_server_config."
+    key = _TLS
     _known(section, TLS_KEYS, key, tolerated=("cert", "key", "curve_preferences"))
-    if not any(section.get(k) for k in ("cert_file", "key_file", "client_auth_type", "client_ca_file", "client_ca")):
-        if any(v not in (None, "", []) for v in section.values()):
-            raise _error("tls_server_config", "sets no cert_file and key_file, so TLS would be off")
-        return None  # the toolkit's test: no certificate, key, CA or client auth is plain HTTP
+    if _tls_off(section):
+        return None
     cert_file, key_file = (_file(section.get(k), key + k, directory, required=True) for k in ("cert_file", "key_file"))
-    client_ca_file = _file(section.get("client_ca_file"), key + "client_ca_file", directory, required=False)
-    client_ca = _string(section.get("client_ca"), key + "client_ca") or None
-    if client_ca_file and client_ca:
-        raise _error(key + "client_ca", "set either client_ca or client_ca_file, not both")
-    auth = _string(section.get("client_auth_type"), key + "client_auth_type") or "NoClientCert"
-    if auth in UNVERIFIED_CLIENT_AUTH:
-        raise _error(
-            key + "client_auth_type",
-            f"{auth} is not supported: Python's ssl module cannot ask for a client certificate without verifying "
-            "it; use RequireAndVerifyClientCert (or VerifyClientCertIfGiven) with client_ca_file",
-        )
-    if auth not in CLIENT_AUTH:
-        raise _error(key + "client_auth_type", f"unknown {auth!r}: one of {', '.join(CLIENT_AUTH)}")
-    has_ca = bool(client_ca_file or client_ca)
-    if auth == "NoClientCert" and has_ca:
-        raise _error(key + "client_ca_file", "a client CA is set but client_auth_type is NoClientCert")
-    if auth != "NoClientCert" and not has_ca:
-        raise _error(key + "client_auth_type", f"{auth} needs client_ca_file: the CA that signs client certificates")
-    sans = _strings(section.get("client_allowed_sans"), key + "client_allowed_sans")
-    if sans and auth == "NoClientCert":
-        raise _error(key + "client_allowed_sans", "needs a client_auth_type that verifies client certificates")
-    versions = [_version(section.get(k), key + k, d) for k, d in (("min_version", "TLS12"), ("max_version", "TLS13"))]
-    if TLS_VERSIONS[versions[0]] > TLS_VERSIONS[versions[1]]:
-        raise _error(key + "min_version", f"{versions[0]} is above max_version {versions[1]}")
-    ciphers = _strings(section.get("cipher_suites"), key + "cipher_suites")
-    for name in ciphers:
-        if name not in CIPHER_SUITES:
-            raise _error(
-                key + "cipher_suites", f"unknown cipher suite {name!r} (Go's names, e.g. {next(iter(CIPHER_SUITES))})"
-            )
+    auth, client_ca_file, client_ca, sans = _client_auth(section, directory)
+    versions = _versions(section)
+    ciphers = _cipher_suites(section)
     prefer = section.get("prefer_server_cipher_suites")
     return TlsConfig(
         cert_file=cert_file or "",
@@ -243,6 +217,70 @@ def _tls(section: dict, directory: Path) -> Optional[TlsConfig]:
         cipher_suites=ciphers,
         prefer_server_cipher_suites=True if prefer is None else _boolean(prefer, key + "prefer_server_cipher_suites"),
     )
+
+
+def _tls_off(section: dict) -> bool:
+    """The toolkit's test: no certificate, key, CA or client auth is plain HTTP; other TLS keys set
+    without them are a mistake, not a request for plain HTTP."""
+    if any(section.get(k) for k in ("cert_file", "key_file", "client_auth_type", "client_ca_file", "client_ca")):
+        return False
+    if any(v not in (None, "", []) for v in section.values()):
+        raise _error("tls_server_config", "sets no cert_file and key_file, so TLS would be off")
+    return True
+
+
+def _client_auth(section: dict, directory: Path) -> tuple[str, Optional[str], Optional[str], tuple[str, ...]]:
+    """(client_auth_type, client_ca_file, client_ca, client_allowed_sans), checked together: a
+    client CA and a verifying client auth type go as a pair, and only verified certificates have SANs."""
+    key = _TLS
+    client_ca_file = _file(section.get("client_ca_file"), key + "client_ca_file", directory, required=False)
+    client_ca = _string(section.get("client_ca"), key + "client_ca") or None
+    if client_ca_file and client_ca:
+        raise _error(key + "client_ca", "set either client_ca or client_ca_file, not both")
+    auth = _auth_type(section)
+    has_ca = bool(client_ca_file or client_ca)
+    if auth == "NoClientCert" and has_ca:
+        raise _error(key + "client_ca_file", "a client CA is set but client_auth_type is NoClientCert")
+    if auth != "NoClientCert" and not has_ca:
+        raise _error(key + "client_auth_type", f"{auth} needs client_ca_file: the CA that signs client certificates")
+    sans = _strings(section.get("client_allowed_sans"), key + "client_allowed_sans")
+    if sans and auth == "NoClientCert":
+        raise _error(key + "client_allowed_sans", "needs a client_auth_type that verifies client certificates")
+    return auth, client_ca_file, client_ca, sans
+
+
+def _auth_type(section: dict) -> str:
+    """client_auth_type, one Python's ssl module can do (it cannot ask without verifying)."""
+    key = _TLS + "client_auth_type"
+    auth = _string(section.get("client_auth_type"), key) or "NoClientCert"
+    if auth in UNVERIFIED_CLIENT_AUTH:
+        raise _error(
+            key,
+            f"{auth} is not supported: Python's ssl module cannot ask for a client certificate without verifying "
+            "it; use RequireAndVerifyClientCert (or VerifyClientCertIfGiven) with client_ca_file",
+        )
+    if auth not in CLIENT_AUTH:
+        raise _error(key, f"unknown {auth!r}: one of {', '.join(CLIENT_AUTH)}")
+    return auth
+
+
+def _versions(section: dict) -> tuple[str, str]:
+    """(min_version, max_version), TLS 1.2 to 1.3 unless set, the lower one first."""
+    key = _TLS
+    low, high = (_version(section.get(k), key + k, d) for k, d in (("min_version", "TLS12"), ("max_version", "TLS13")))
+    if TLS_VERSIONS[low] > TLS_VERSIONS[high]:
+        raise _error(key + "min_version", f"{low} is above max_version {high}")
+    return low, high
+
+
+def _cipher_suites(section: dict) -> tuple[str, ...]:
+    """cipher_suites by Go's names, each one known."""
+    key = _TLS + "cipher_suites"
+    ciphers = _strings(section.get("cipher_suites"), key)
+    for name in ciphers:
+        if name not in CIPHER_SUITES:
+            raise _error(key, f"unknown cipher suite {name!r} (Go's names, e.g. {next(iter(CIPHER_SUITES))})")
+    return ciphers
 
 
 def _users(value: Any) -> tuple[tuple[str, str], ...]:
