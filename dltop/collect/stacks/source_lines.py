@@ -98,22 +98,36 @@ class SourceLines:
     def _loader_call(self, pid: int, paths: list[str], dataset: Optional[str]) -> Optional[LoaderSite]:
         for path in paths:
             self.line(pid, path, 1)  # reads and caches the file
-        found = [
-            (call, builder)
-            for call in self._calls(paths, _CALL)
-            for builder in [next(b for b in BUILDERS if re.fullmatch(b.name, call.name))]
-            if builder.needs is None or re.search(builder.needs, call.arguments)
-        ]
-        names = [dataset] if dataset else []
-        if dataset:  # the variables the dataset was assigned to: `train_set = ImageFolder(...)`
-            assigned = re.compile(rf"(\w+)\s*=\s*(?:[\w.]+\.)?{re.escape(dataset)}\s*\(")
-            names += [m.group(1) for path in paths for text in self._lines(path) for m in assigned.finditer(text)]
+        found = self._builder_calls(paths)
+        names = self._dataset_names(paths, dataset)
         named = [f for f in found if any(re.search(rf"\b{re.escape(n)}\b", f[0].arguments) for n in names)]
         direct = [f for f in found if f[1].direct]
         for pool in (named, [f for f in named if f[1].direct], [] if named else direct or found):
             if len(pool) == 1:
                 return self._site(*pool[0], paths, where=f"{pool[0][0].path}:{pool[0][0].index + 1}")
-        sites = {self._site(*f, paths, where=None) for f in named or direct or found}
+        return self._shared_flag(named or direct or found, paths)
+
+    def _builder_calls(self, paths: list[str]) -> list[tuple[_Call, Builder]]:
+        """Each call in these files to a builder of the loader, with the builder it calls (those
+        that build it only with certain arguments, when they are there)."""
+        found = []
+        for call in self._calls(paths, _CALL):
+            builder = next(b for b in BUILDERS if re.fullmatch(b.name, call.name))
+            if builder.needs is None or re.search(builder.needs, call.arguments):
+                found.append((call, builder))
+        return found
+
+    def _dataset_names(self, paths: list[str], dataset: Optional[str]) -> list[str]:
+        """The dataset's class and the variables it was assigned to (``train_set = ImageFolder(...)``):
+        a call naming one of them builds this loader."""
+        if not dataset:
+            return []
+        assigned = re.compile(rf"(\w+)\s*=\s*(?:[\w.]+\.)?{re.escape(dataset)}\s*\(")
+        return [dataset] + [m.group(1) for path in paths for text in self._lines(path) for m in assigned.finditer(text)]
+
+    def _shared_flag(self, candidates: list[tuple[_Call, Builder]], paths: list[str]) -> Optional[LoaderSite]:
+        """Several calls fit: a site without ``where`` when they all take the count from one flag."""
+        sites = {self._site(*f, paths, where=None) for f in candidates}
         site = sites.pop() if len(sites) == 1 else None
         return site if site is not None and site.flag else None
 
