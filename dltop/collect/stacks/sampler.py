@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 from dltop import frames as stackframes
 from dltop.collect import procfs
@@ -65,6 +65,7 @@ from dltop.collect.stacks.budget import (
 from dltop.collect.stacks.hangs import HangEvidence, RunStart
 from dltop.collect.stacks.pyspy import (
     PySpyRun,
+    RunResult,
     ThreadStack,
     dump_command,
     find_py_spy,
@@ -121,8 +122,21 @@ class ProcessStacks:
     sweep: Sweep = field(default_factory=Sweep)
 
 
+class SeenStack(NamedTuple):
+    """What a process's stack samples showed, as the collector reads it."""
+
+    frames: Optional[tuple[Frame, ...]]  # its newest main-thread stack, innermost last; None before the first
+    wall: Optional[float]  # time.time() of that sample
+    loader_config: Optional[dict[str, Any]]  # workers: from _worker_loop's locals
+    activity: Activity  # what the stack shows it doing ("unknown" without one)
+    stuck_s: Optional[float]  # how long that stack has stayed while the process did not run
+
+
 class StackSampler:
-    """One job's stack sampling: ``update`` every tick; what each process showed is in ``procs``."""
+    """One job's stack sampling: ``update`` every tick; ``stack_of`` and the other questions
+    below say what each process showed."""
+
+    sampling = True
 
     def __init__(
         self,
@@ -206,19 +220,51 @@ class StackSampler:
             time.sleep(0.01)
         return found
 
+    # -- what the samples showed ---------------------------------------------------------
+
+    def stack_of(self, pid: int) -> Optional[SeenStack]:
+        """What a live process's stacks showed; None for one never listed to ``update``."""
+        proc = self.procs.get(pid)
+        return _seen(proc) if proc is not None else None
+
+    def departed_stack(self, pid: int) -> Optional[SeenStack]:
+        """What a worker that went away showed last (the last 256 such workers are kept)."""
+        proc = self.departed.get(pid)
+        return _seen(proc) if proc is not None else None
+
+    def loader_config(self, pid: int) -> Optional[dict[str, Any]]:
+        """A worker's loader settings, read from ``_worker_loop``'s locals by its first dump."""
+        proc = self.procs.get(pid)
+        return proc.loader_config if proc is not None else None
+
+    def trainer_stacks(self, pid: int) -> list[tuple[Frame, ...]]:
+        """A trainer's newest stack and those of its recent sample windows (where its own code is)."""
+        proc = self.procs.get(pid)
+        if proc is None:
+            return []
+        newest = [proc.stack] if proc.stack else []
+        return newest + [stack for window in proc.trainer_samples.windows for stack in window.stacks]
+
+    def pin_thread(self, pid: int) -> Optional[bool]:
+        """Whether a trainer's last sample window had a ``_pin_memory_loop`` thread; None if unsampled."""
+        proc = self.procs.get(pid)
+        return proc.trainer_samples.pin_thread if proc is not None else None
+
     def trainer_time(self, pid: int) -> Optional[TrainerTime]:
         proc = self.procs.get(pid)
         return proc.trainer_samples.time() if proc is not None else None
 
     def activity(self, pid: int) -> Activity:
         proc = self.procs.get(pid)
-        if proc is None or proc.stack is None:
-            return "unknown"
-        if proc.role == "trainer":
-            return proc.trainer_samples.activity(proc.stack)
-        if proc.role == "worker":
-            return stackframes.worker_activity(list(proc.stack))
-        return "running"
+        return _activity(proc) if proc is not None else "unknown"
+
+    def stack_kinds(self) -> dict[tuple[int, int], str]:
+        """(pid, start ticks) -> what its newest stack says it is (worker, starting, other)."""
+        return {(p.pid, p.start_ticks): p.kind for p in self.procs.values() if p.kind}
+
+    def loader_trainers(self) -> set[int]:
+        """Trainers whose samples showed a DataLoader with worker processes."""
+        return {p.pid for p in self.procs.values() if p.trainer_samples.worker_loader}
 
     def wait_pending(self, deadline: float) -> None:
         """Cut record windows short (their samples so far are kept) and let dumps under way finish."""
@@ -271,52 +317,71 @@ class StackSampler:
         self.fix = ptrace.stacks_fix(ptrace.facts(self.job_pid), self.job_pid)
 
     def _collect(self, proc: ProcessStacks, now: float) -> None:
+        """Take what the run under way gave, once it came back (a stream's samples every tick)."""
         if isinstance(proc.run, StreamRun):
             self._collect_stream(proc, proc.run, now)
             return
-        if proc.run is None:
-            return
-        result = proc.run.poll()
+        result = proc.run.poll() if proc.run is not None else None
         if result is None:
             return
         proc.run = None
-        austin_stack = (
-            parse_where_main(result.text, proc.pid, self._frame_cache) if proc.austin_dump and result.ok else []
-        )
-        if proc.austin_dump and not austin_stack:
-            # refused or unreadable: py-spy's next dump says why, if it fails too
-            proc.austin_failed = not result.gone and _alive(proc)
+        austin_stack = self._austin_stack(proc, result)
+        if austin_stack is None:
             return
         if not result.ok:
-            if result.denied:
-                self._mark_denied(now)
-            elif not result.gone:
-                self._failures += 1
-                if self._failures >= FAILURES_BEFORE_ERROR and self.status == "ok":
-                    self.status = f"error: {result.error}"
-                    self.fix = (
-                        "py-spy keeps failing on this job: upgrade it (`pip install -U py-spy`); a Python "
-                        "newer than the installed py-spy supports is the usual cause"
-                    )
+            self._count_failure(result, now)
             return
         self._failures = 0
         if self.status != "ok":
             self.status, self.fix = "ok", None
         if proc.recording:
-            began = _began(proc)
-            proc.pricing.price_record(result.cpu_s, now - began.at)
-            samples, others = parse_record(result.text, proc.pid)
-            self._add_window(proc, samples, others, began.at, proc.pricing.rate, now)
+            self._take_record(proc, result, now)
         else:
-            threads = austin_stack or parse_dump(result.text)
-            self._add_dump(proc, threads)
-            if proc.role == "trainer" and proc.stack is not None:
-                proc.trainer_samples.saw({proc.stack})
-            if proc.role == "worker" and proc.loader_config is None:
-                config: dict[str, Any] = {}
-                for thread in threads:
-                    config.update(stackframes.worker_loop_config(thread.locals or {}))
-                proc.loader_config = config if "worker_id" in config else None
+            self._take_dump(proc, austin_stack or parse_dump(result.text))
+
+    def _austin_stack(self, proc: ProcessStacks, result: RunResult) -> Optional[list[ThreadStack]]:
+        """An Austin dump's main thread ([] where the run was py-spy's); None where Austin could
+        not read it (refused or unreadable: py-spy's next dump says why, if it fails too)."""
+        if not proc.austin_dump:
+            return []
+        stack = parse_where_main(result.text, proc.pid, self._frame_cache) if result.ok else []
+        if not stack:
+            proc.austin_failed = not result.gone and _alive(proc)
+            return None
+        return stack
+
+    def _count_failure(self, result: RunResult, now: float) -> None:
+        """A py-spy run that failed: denied is said at once; other errors only once they repeat
+        (a process going away mid-dump is no error)."""
+        if result.denied:
+            self._mark_denied(now)
+        elif not result.gone:
+            self._failures += 1
+            if self._failures >= FAILURES_BEFORE_ERROR and self.status == "ok":
+                self.status = f"error: {result.error}"
+                self.fix = (
+                    "py-spy keeps failing on this job: upgrade it (`pip install -U py-spy`); a Python "
+                    "newer than the installed py-spy supports is the usual cause"
+                )
+
+    def _take_record(self, proc: ProcessStacks, result: RunResult, now: float) -> None:
+        """A py-spy record window: priced by what it cost, its samples added as a window."""
+        began = _began(proc)
+        proc.pricing.price_record(result.cpu_s, now - began.at)
+        samples, others = parse_record(result.text, proc.pid)
+        self._add_window(proc, samples, others, began.at, proc.pricing.rate, now)
+
+    def _take_dump(self, proc: ProcessStacks, threads: list[ThreadStack]) -> None:
+        """A dump: the newest stack; a trainer's counts as a sample of its time, a worker's first
+        (with locals) reads its loader's settings."""
+        self._add_dump(proc, threads)
+        if proc.role == "trainer" and proc.stack is not None:
+            proc.trainer_samples.saw({proc.stack})
+        if proc.role == "worker" and proc.loader_config is None:
+            config: dict[str, Any] = {}
+            for thread in threads:
+                config.update(stackframes.worker_loop_config(thread.locals or {}))
+            proc.loader_config = config if "worker_id" in config else None
 
     def _add_dump(self, proc: ProcessStacks, threads: list[ThreadStack]) -> None:
         main = _main_thread(threads, proc.pid)
@@ -493,6 +558,76 @@ class StackSampler:
 
     def _has_workers(self) -> bool:
         return any(p.role == "worker" for p in self.procs.values())
+
+
+class NoStacks:
+    """``--no-stacks``: the sampler's interface, sampling nothing and knowing nothing (status "off")."""
+
+    sampling = False  # no stack will come: a worker's activity is not guessed while waiting for one
+    status = "off"
+    fix: Optional[str] = None
+
+    def __init__(self) -> None:
+        self.requested: set[int] = set()
+        self.share = 1.0
+        self.watcher: Watcher = LIVE_VIEW
+        self.startups: Optional[Callable[[int], list[tuple[float, Optional[float]]]]] = None
+
+    def update(self, members: list[tuple[int, int, str, Optional[tuple[int, int, int]]]]) -> None:
+        pass
+
+    def probe_loaders(self, pids: list[int], timeout_s: float = PROBE_TIMEOUT_S) -> set[int]:
+        return set()
+
+    def stack_of(self, pid: int) -> Optional[SeenStack]:
+        return None
+
+    def departed_stack(self, pid: int) -> Optional[SeenStack]:
+        return None
+
+    def loader_config(self, pid: int) -> Optional[dict[str, Any]]:
+        return None
+
+    def trainer_stacks(self, pid: int) -> list[tuple[Frame, ...]]:
+        return []
+
+    def pin_thread(self, pid: int) -> Optional[bool]:
+        return None
+
+    def trainer_time(self, pid: int) -> Optional[TrainerTime]:
+        return None
+
+    def activity(self, pid: int) -> Activity:
+        return "unknown"
+
+    def stack_kinds(self) -> dict[tuple[int, int], str]:
+        return {}
+
+    def loader_trainers(self) -> set[int]:
+        return set()
+
+    def wait_pending(self, deadline: float) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+Stacks = Union[StackSampler, NoStacks]
+
+
+def _activity(proc: ProcessStacks) -> Activity:
+    if proc.stack is None:
+        return "unknown"
+    if proc.role == "trainer":
+        return proc.trainer_samples.activity(proc.stack)
+    if proc.role == "worker":
+        return stackframes.worker_activity(list(proc.stack))
+    return "running"
+
+
+def _seen(proc: ProcessStacks) -> SeenStack:
+    return SeenStack(proc.stack, proc.stack_wall, proc.loader_config, _activity(proc), proc.hang.stuck_s)
 
 
 def _began(proc: ProcessStacks) -> RunStart:
