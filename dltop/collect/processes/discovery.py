@@ -308,6 +308,25 @@ class Discovery:
     def is_launcher(self, pid: int) -> bool:
         return is_launcher_cmdline(self.cmdline(pid))
 
+    def is_namespace_init(self, pid: int) -> bool:
+        """The first process of a PID namespace (``ppid`` 0: the machine's init, or a container's
+        PID 1 seen from inside) that is no part of a job: not a launcher, not Python with torch.
+        In a container the entrypoint is PID 1 and may well be the trainer or torchrun; only
+        what it is, never its number, keeps dltop from taking the whole machine for one job."""
+        if pid not in self.table.stats or self._ppid(pid) != 0:
+            return False
+        if self.is_launcher(pid):
+            return False
+        return not (is_python(self._comm(pid), self.cmdline(pid)) and self.has_torch(pid) is not False)
+
+    def _parent_in_job(self, pid: int) -> Optional[int]:
+        """Its parent, where the walk up a job may go on to it: a process this table holds that is
+        not a namespace's bare init (an orphan reparented to init belongs to no job of init's)."""
+        parent = self._ppid(pid)
+        if parent <= 0 or parent not in self.table.stats or self.is_namespace_init(parent):
+            return None
+        return parent
+
     def is_forkserver(self, pid: int) -> bool:
         return _FORKSERVER in self._text(pid) and _FORKSERVER not in self._text(self._ppid(pid))
 
@@ -394,12 +413,14 @@ class Discovery:
             raise DltopError(f"no process with pid {pid}")
         if self.table.stats[pid].state == "Z":
             raise DltopError(self._zombie_reason(pid))
+        if self.is_namespace_init(pid):
+            raise DltopError(
+                f"pid {pid} is the init of its PID namespace, not a training job: pick one from `dltop jobs`"
+            )
         root = self.root_of(pid)
         tree = self.walk(root, pid)
         if not tree.trainer_pids:
             raise DltopError(self._not_a_job_reason(pid))
-        if tree.launcher_pid == 1:
-            raise DltopError("pid 1 is this machine's init, not a training job: pick one from `dltop jobs`")
         return tree
 
     def refresh(self, tree: JobTree) -> JobTree:
@@ -424,8 +445,8 @@ class Discovery:
         """From any process of a job up to its root: out of workers and helpers, up to a launcher."""
         current = pid
         while True:
-            parent = self._ppid(current)
-            if parent <= 1 or parent not in self.table.stats:
+            parent = self._parent_in_job(current)
+            if parent is None:
                 return current
             if self.worker_start_method(current, names_expected=False) or self._is_helper_process(current):
                 current = self.is_forkserver(parent) and self._ppid(parent) or parent
@@ -492,7 +513,7 @@ class Discovery:
 
         def nearest(pid: int, among: set) -> Optional[int]:
             current = self._ppid(pid)
-            while current > 1:
+            while current > 0:
                 if current in among:
                     return current
                 current = self._ppid(current)
@@ -528,7 +549,7 @@ class Discovery:
     def _zombie_reason(self, pid: int) -> str:
         parent = self._ppid(pid)
         reason = f"pid {pid} has exited; its parent {parent} has not reaped it (a zombie)"
-        if parent > 1 and parent in self.table.stats and self.table.stats[parent].state != "Z":
+        if self._parent_in_job(pid) is not None and self.table.stats[parent].state != "Z":
             tree = self.walk(self.root_of(parent), parent)
             if tree.trainer_pids:
                 return f"{reason}; its job is alive: dltop --pid {tree.root_pid}"
