@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Optional
 from dltop.diagnose import diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
 from dltop.diagnose.window import MemoryReadings, ShownAdvice
+from dltop.live.last_view import last_view
 from dltop.live.report import summarize
 from dltop.live.schedule import FRAME_S, WINDOW_S, ticks, ticks_in_window
 from dltop.model import Finding, Pending, Snapshot
@@ -84,6 +85,8 @@ class LiveLoop:
                 if f.severity != "info"  # an info finding never changes the verdict
             ]
             snap = dataclasses.replace(snap, findings=shown, pending=pending(ticks, self.settings, self.memory) + held)
+        if snap.job.state == "exited" and self.latest is not None and self.latest.job.state != "exited":
+            snap = last_view(self.latest, snap)  # judge nothing anew from processes that are gone
         self.latest = snap
         return self.latest
 
