@@ -1,4 +1,7 @@
-"""Start real training jobs (CPU torch) in their own process group; kill the whole group after."""
+"""Shared by both kinds of tests: tests/unit (no real job, no Prometheus, no job in a subprocess:
+fast) and tests/integration (real jobs, torchrun, Prometheus, samplers against jobs), each marked
+``integration`` here so ``-m "not integration"`` also picks the fast ones. The fixtures start real
+training jobs (CPU torch) in their own process group and kill the whole group after."""
 
 from __future__ import annotations
 
@@ -11,6 +14,14 @@ from typing import Optional
 import pytest
 
 from tests.support import TRAIN, Job
+
+INTEGRATION = Path(__file__).resolve().parent / "integration"
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    for item in items:
+        if INTEGRATION in Path(item.fspath).resolve().parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture

@@ -19,6 +19,11 @@ import pytest
 from tests.support import wait_for
 
 
+def series(families: dict, name: str, **labels) -> list:
+    """The samples of family ``name`` (as prometheus_client's parser reads a scrape) with ``labels``."""
+    return [s for s in families[name].samples if all(s.labels.get(k) == v for k, v in labels.items())]
+
+
 def tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:

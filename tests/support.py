@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,9 +18,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import psutil
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "tests" / "jobs" / "train.py"
+FIXTURES = ROOT / "tests" / "fixtures"
+FAKES = ROOT / "tests" / "fakes"  # a fake pynvml, put first on PYTHONPATH
+NOBODY = 65534  # a uid that owns nothing, for the permission tests
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, every: float = 0.1):
@@ -108,6 +113,14 @@ def group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def dev_tool(name: str) -> str:
+    """A program the test extra installs (mypy, lint-imports): this venv's, else one on PATH."""
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: `pip install -e '.[test]'` brings it")
+    return found
 
 
 def run_dltop(*args: str, user: Optional[int] = None, env: Optional[dict] = None, timeout: float = 60):

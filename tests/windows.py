@@ -80,3 +80,12 @@ def with_worker_memory(window, memory_of):
 
 def ids(findings):
     return [f.id for f in findings]
+
+
+def input_bound_finding():
+    """The input-bound finding of 2 workers fetching all the time on 5% CPU (waiting on storage)
+    while the trainer waits 80%: its suggestion is the one ``dltop bench`` live-tests."""
+    from dltop.diagnose import diagnose
+
+    (finding,) = [f for f in diagnose(bound_window(80.0, cpu=5.0)) if f.id == "input-bound"]
+    return finding

@@ -1,4 +1,4 @@
-"""Iterable datasets (issue 29 §2): workers are bounded by the parts of the source. The rules on
+"""Iterable datasets: workers are bounded by the parts of the source. The rules on
 hand-built windows: no advice beyond the parts, re-sharding when the parts bind, a caveat when
 the parts are unknown, and workers with no part found starving."""
 

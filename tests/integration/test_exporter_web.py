@@ -2,7 +2,7 @@
 made by the openssl CLI, real bcrypt hashes, ``serve()`` on 127.0.0.1, and a real Prometheus
 scraping it over HTTPS with a client certificate and basic auth, queried through its HTTP API.
 
-Prometheus (Debian's `prometheus` package) is a real part of these tests, as in test_exporter.py.
+Prometheus (Debian's `prometheus` package) is a real part of these tests, as in tests/integration/test_exporter.py.
 """
 
 from __future__ import annotations

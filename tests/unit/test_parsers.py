@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,7 @@ from dltop.collect.host import system
 from dltop.collect.host.disk import disk_rates, mount_sources, parse_diskstats
 from dltop.collect.processes.discovery import is_launcher_cmdline
 from dltop.units import cpu_list, human_bytes
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.support import FIXTURES
 
 
 def test_stat_with_spaces_and_parens_in_comm_and_exit_code():

@@ -1,5 +1,5 @@
 """Rules about resources and idle workers on hand-built windows, at, below and above their
-thresholds (the real-job checks are in test_advice.py)."""
+thresholds (the real-job checks are in tests/integration/test_advice.py)."""
 
 from __future__ import annotations
 

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
 from dltop.collect.host import gpu as gpu_module
 from dltop.collect.host.gpu import GpuSampler, pid_aliases
-from tests.support import run_dltop
-
-FAKES = Path(__file__).parent / "fakes"
+from tests.support import FAKES
 
 
 @pytest.fixture
@@ -90,15 +86,3 @@ def test_host_pids_map_to_ours_through_nspid(fake_nvml, monkeypatch):
     fake_nvml.state.pids = [host_pid]
     (device,) = GpuSampler().sample([me])
     assert [(p.pid, p.nvml_pid) for p in device.processes] == [(me, host_pid)]
-
-
-def test_snapshot_json_shows_gpu_of_a_real_job(start_job):
-    job = start_job("--workers", "1", "--persistent", "--step-ms", "20")
-    job.wait_workers(1)
-    env = {"PYTHONPATH": f"{FAKES}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "FAKE_NVML_PIDS": str(job.pid)}
-    result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "1", "--json", env=env)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    assert report["gpu_status"] == "ok"
-    (device,) = report["gpus"]
-    assert device["util_percent"] == 37 and device["processes"][0]["pid"] == job.pid

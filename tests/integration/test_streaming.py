@@ -1,7 +1,7 @@
-"""Streaming datasets on the real libraries (issue 29 §2): webdataset over tar shards and Hugging
-Face ``datasets`` streaming, run as users run them (tests/perf/jobs/, the truth harness's jobs).
-dltop must know the loader is iterable, count the parts of its source, never advise more workers
-than parts, and name the workers that get none."""
+"""Streaming datasets on the real libraries: webdataset over tar shards and Hugging Face
+``datasets`` streaming, run as users run them (tests/jobs/). dltop must know the loader is
+iterable, count the parts of its source, never advise more workers than parts, and name the
+workers that get none."""
 
 from __future__ import annotations
 

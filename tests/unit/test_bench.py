@@ -1,0 +1,103 @@
+"""dltop bench without trials: config parsing, the search on a known curve, the comparison, the
+one-line error without torch, and a finding's bench arguments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dltop.bench.config import LoaderConfig, parse_config
+from dltop.bench.results import TrialResult
+from dltop.bench.search import Search, compare
+from dltop.errors import DltopError
+from tests.support import ROOT, assert_one_line_error
+from tests.windows import input_bound_finding
+
+# -- configs ------------------------------------------------------------------------------------
+
+
+def test_configs_parse_and_print_as_code():
+    config = parse_config("num_workers=6, prefetch_factor=4,persistent_workers=True,pin_memory=true")
+    assert config == LoaderConfig(6, 4, True, True)
+    assert config.label() == "num_workers=6,prefetch_factor=4,pin_memory=True,persistent_workers=True"
+    assert config.code("train_set", 64) == (
+        "DataLoader(train_set, batch_size=64, num_workers=6, pin_memory=True, persistent_workers=True,"
+        " prefetch_factor=4)"
+    )
+    # without workers torch rejects these settings: they are not passed, nor shown
+    assert parse_config("num_workers=0,persistent_workers=True").loader_kwargs() == {
+        "num_workers": 0,
+        "pin_memory": False,
+    }
+    assert parse_config("num_workers=0,persistent_workers=True").label() == "num_workers=0"
+
+
+@pytest.mark.parametrize("text", ["workers=4", "num_workers=four", "pin_memory=maybe", "start_method=thread",
+                                  "num_workers", "prefetch_factor=0"])  # fmt: skip
+def test_bad_configs_are_one_line_errors(text):
+    with pytest.raises(DltopError):
+        parse_config(text)
+
+
+# -- the search, on a known curve ---------------------------------------------------------------------
+
+
+class Curve:
+    """samples/s = min(100 * n, 450) + 50, with a 2% chunk spread; counts the trials."""
+
+    def __init__(self):
+        self.measured = []
+
+    def __call__(self, config):
+        self.measured.append(config)
+        rate = min(100 * config.num_workers, 450) + 50
+        return TrialResult(config, rate, rate * 0.99, rate * 1.01, 0.1, 0.1, 10.0, 100, chunk_rates=[rate] * 3)
+
+
+def test_search_finds_the_knee_with_fewer_trials_than_the_grid():
+    curve = Curve()
+    result = Search(curve, LoaderConfig(persistent_workers=True), max_workers=16, budget_s=1e9).run()
+    assert result.best.samples_per_s == 500
+    assert result.recommended.config.num_workers == 5  # the fewest that reach the plateau
+    sweep = {c.num_workers for c in curve.measured}
+    assert len(sweep) < 17 and {0, 1, 2, 4, 8} <= sweep and 5 in sweep
+
+
+def test_search_stops_at_its_budget_with_partial_results():
+    clock = iter(range(100))
+    result = Search(Curve(), LoaderConfig(), max_workers=16, budget_s=3, clock=lambda: next(clock)).run()
+    assert result.stopped == "time budget spent" and 1 <= len(result.trials) <= 3
+
+
+def test_compare_alternates_and_reports_ratios():
+    curve = Curve()
+    comparison = compare(curve, [LoaderConfig(num_workers=1), LoaderConfig(num_workers=3)], rounds=3)
+    assert [c.num_workers for c in curve.measured] == [1, 3, 3, 1, 1, 3]
+    assert comparison.ratios[1] == [350 / 150] * 3 and comparison.ratios[0] == [1.0] * 3
+
+
+def test_without_torch_bench_says_what_to_install():
+    """The monitor is rightly installed without torch (a wheel, pipx): bench then says so in one line."""
+    code = "import sys; sys.modules['torch'] = None; from dltop.cli import main; sys.exit(main(sys.argv[1:]))"
+    result = subprocess.run([sys.executable, "-c", code, "bench", "--workload", "synthetic-cpu"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert_one_line_error(result, "pip install 'dltop[bench]'")
+
+
+# -- live-testing a finding's suggestion -------------------------------------------------------------
+
+
+def test_bench_args_are_valid_bench_arguments():
+    from dltop.cli import build_parser
+
+    finding = input_bound_finding()
+    args = build_parser().parse_args(["bench", *finding.bench_args])
+    current, suggested = (parse_config(c) for c in args.compare)
+    # the model's 11, as the preferred count its noise allows (10: two reports of one job agree)
+    assert finding.evidence["workers_needed"] == 11
+    assert current.num_workers == 2 and suggested.num_workers == finding.evidence["suggested_workers"] == 10
+    # per batch: the trainer's 20 ms is 20% of a 100 ms period; 2 workers busy all of it = 200 ms of
+    # worker time per batch, 5% of it CPU
+    assert args.workload == "twin:cpu_ms=10,io_ms=190,sample_kb=4" and args.batch_size == 1
