@@ -1,5 +1,7 @@
-"""Every threshold dltop judges by, with its documented default: one ``Settings`` that the
-collector (what counts as stuck), the rules and the command line (``--hang-after``) share."""
+"""Every threshold and hold time dltop judges by, with its documented default: one ``Settings``
+that the collector (what counts as stuck), the rules, the live views and the command line
+(``--hang-after``) share. The figures docs/findings.md and the README restate are checked against
+these by a unit test (tests/unit/test_vocabulary.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +12,19 @@ from dataclasses import dataclass
 class Settings:
     # stuck (worker-hung, trainer-stalled, the STUCK activity): same stack, no CPU, this long (--hang-after)
     hang_after_s: float = 20.0
+    # a stack held this long without CPU is shown with its age and watched as a possible hang
+    still_notice_s: float = 5.0
+    # a live view shows a finding once it has held this long and keeps it until it has been absent
+    # this long, so a value near a threshold does not flicker (errors show at once)
+    raise_after_s: float = 5.0
+    clear_after_s: float = 15.0
     # "the trainer waits for data": share of its recent samples inside the DataLoader's __next__
     trainer_waiting_percent: float = 50.0
     # exits this close together belong to one event (a job killed as a whole, an epoch end)
     same_event_s: float = 2.0
     # fd-near-limit: open fds above this share of the soft limit
     fd_limit_share: float = 0.8
+    fd_error_share: float = 0.95  # an error from this share on
     # workers-respawning: whole sets of workers replaced at least this often; a warning when starting
     # them takes at least this share of the trainer's time (else info)
     respawn_epochs: int = 2
@@ -39,8 +48,21 @@ class Settings:
     too_many_wait_percent: float = 5.0
     idle_workers_percent: float = 25.0
     fewer_workers_headroom: float = 1.5  # keep 50% more workers than the mean load needs
+    # the capacity model: cores a trainer's other threads use before they count as intra-op work; the
+    # speed-up the CPUs allow below which the job is CPU-bound; a gain within the model's noise; where
+    # a wait's upper spread stops (the pace model divides by 1 - W); the CPU share of a busy worker
+    # below which it waits on I/O; the share of available memory more workers may take
+    intra_op_cpu: float = 0.25
+    cpu_bound_speedup: float = 1.15
+    min_gain: float = 1.05
+    max_wait_share: float = 0.99
+    io_bound_cpu_share: float = 0.5
+    workers_memory_share: float = 0.5
     # cpu-oversubscribed: CPU wanted (used + runnable waiting for a CPU) over the CPUs the job may use
     oversubscribed_ratio: float = 1.25
+    # workers restarting every epoch explain cpu-oversubscribed when start-up takes this share of the
+    # trainer's time (their imports and unpickling are what wants the CPUs)
+    startup_storm_percent: float = 25.0
     # disk-saturated: a device the job reads from, busy this share of the time with this read await
     disk_util_percent: float = 90.0
     disk_await_ms: float = 10.0
@@ -50,8 +72,11 @@ class Settings:
     memory_growth_fit: float = 0.8
     memory_growth_t: float = 6.0
     memory_growth_min_bytes: int = 16 << 20
+    memory_error_s: float = 600.0  # an error when available memory runs out within this, at this rate
+    memory_quiet_s: float = 30.0  # readings unchanged this long mean no growth, not "not judged yet"
     # shm-low: /dev/shm at its fullest in the window above this share
     shm_full_share: float = 0.8
+    shm_error_share: float = 0.95  # an error from this share on
     # gpu-underutilized: mean GPU busy share below this, over at least this many NVML readings
     gpu_busy_percent: float = 50.0
     gpu_min_readings: int = 5

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Optional
 
 from dltop.diagnose.relations import grouped
-from dltop.model import STILL_NOTICE_S, ProcessSample, Snapshot, still_for
+from dltop.model import ProcessSample, Snapshot, gpus_read, sampling_broken, still_for
+from dltop.model.findings import RANK_STRAGGLER
+from dltop.settings import DEFAULTS
 from dltop.units import NA, cpu_list, human_bytes, number, percent
 
 GPU_STATUS_TEXT = {
@@ -36,7 +38,7 @@ def render(snapshot: Snapshot) -> str:
             f" of {human_bytes(system.mem_total_bytes)} · swap used {human_bytes(system.swap_used_bytes)}"
             f" · /dev/shm {human_bytes(system.shm_used_bytes)} of {human_bytes(system.shm_total_bytes)}"
         )
-    if snapshot.gpu_status != "ok":
+    if not gpus_read(snapshot.gpu_status):
         lines.append(f"gpu: {GPU_STATUS_TEXT.get(snapshot.gpu_status, snapshot.gpu_status)}")
     for gpu in snapshot.gpus:
         mine = sum(p.used_memory_bytes or 0 for p in gpu.processes)
@@ -96,7 +98,7 @@ def render(snapshot: Snapshot) -> str:
         for waiting in snapshot.pending:
             ready = f"; about {waiting.ready_in_s:g}s more" if waiting.ready_in_s is not None else ""
             lines.append(f"  {waiting.id}: needs {waiting.needs}{ready}")
-    if snapshot.stacks_status not in ("ok", "off"):
+    if sampling_broken(snapshot.stacks_status):
         lines.append(f"stacks: {snapshot.stacks_status}" + (f" ({snapshot.stacks_fix})" if snapshot.stacks_fix else ""))
     return "\n".join(lines)
 
@@ -104,7 +106,7 @@ def render(snapshot: Snapshot) -> str:
 def _ranks(snapshot: Snapshot) -> list[str]:
     """Each trainer as ``12345 (rank 1)``, the rank holding its run back marked."""
     by_pid = {p.pid: p for p in snapshot.processes}
-    slowest = {pid for f in snapshot.findings if f.id == "rank-straggler" for pid in f.pids}
+    slowest = {pid for f in snapshot.findings if f.id == RANK_STRAGGLER for pid in f.pids}
     named = []
     for pid in snapshot.job.trainer_pids:
         rank = by_pid[pid].rank if pid in by_pid else None
@@ -132,7 +134,7 @@ def _findings(snapshot: Snapshot) -> list:
 
 def _activity(p: ProcessSample) -> str:
     still = still_for(p)
-    return f"{p.activity} {still:.0f}s" if still is not None and still >= STILL_NOTICE_S else p.activity
+    return f"{p.activity} {still:.0f}s" if still is not None and still >= DEFAULTS.still_notice_s else p.activity
 
 
 def _tri(value: Optional[bool]) -> str:

@@ -16,7 +16,8 @@ from dltop.diagnose.capacity import Capacity, capacities
 from dltop.diagnose.figures import bench_args, input_bound_wait, loader_change, wait_error
 from dltop.diagnose.window import Window
 from dltop.frames import costly_frame
-from dltop.model import Finding, LoaderSample, Severity, Snapshot
+from dltop.model import Finding, LoaderSample, Severity, Snapshot, gpus_read
+from dltop.model.findings import DISK_SATURATED, INPUT_BOUND, PIN_MEMORY, TOO_MANY_WORKERS, WORKERS_RESPAWNING
 from dltop.settings import Settings
 from dltop.units import human_bytes
 
@@ -40,7 +41,7 @@ def workers_respawning(window: Window, settings: Settings) -> list[Finding]:
         )
         findings.append(
             Finding(
-                id="workers-respawning",
+                id=WORKERS_RESPAWNING,
                 severity="warning" if startup is not None and startup >= settings.respawn_cost_percent else "info",
                 title=f"DataLoader workers of trainer {loader.trainer_pid} are restarted every epoch"
                 + (f": start-up takes {startup:.0f}% of its time" if startup is not None else ""),
@@ -81,7 +82,7 @@ def pin_memory(window: Window, settings: Settings) -> list[Finding]:
                     f"{loader_change(loader, pin_memory=True)}; and batch.to(device, non_blocking=True)",
                 )
             )
-        elif loader.pin_memory and not uses_gpu and latest.gpu_status == "ok":
+        elif loader.pin_memory and not uses_gpu and gpus_read(latest.gpu_status):
             findings.append(
                 _pin_finding(
                     loader,
@@ -97,7 +98,7 @@ def pin_memory(window: Window, settings: Settings) -> list[Finding]:
 
 def _pin_finding(loader: LoaderSample, severity: Severity, title: str, detail: str, suggestion: str) -> Finding:
     return Finding(
-        id="pin-memory",
+        id=PIN_MEMORY,
         severity=severity,
         title=title,
         detail=detail,
@@ -124,7 +125,7 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
     suggested, binding, threads = cap.suggested, cap.binding, cap.trainer_threads()
     detail, suggestion, change, replay = _input_bound_advice(cap, wait, hot, suggested, binding, threads)
     return Finding(
-        id="input-bound",
+        id=INPUT_BOUND,
         severity="warning" if wait * 100 >= settings.input_bound_warning_percent else "info",
         title=f"Trainer {loader.trainer_pid} waits for data {wait * 100:.0f}% of the time"
         f" (±{(wait_error(loader) or 0) * 100:.0f})",
@@ -185,7 +186,7 @@ def _input_bound_advice(
     reach = f"{now}. The trainer could run {speedup:.2f}x faster before {limit} it"
     if binding == "disk":
         return (f"{reach}, but the disk it reads is saturated.",
-                "More workers will not help: the disk is saturated (see disk-saturated).", None, None)  # fmt: skip
+                f"More workers will not help: the disk is saturated (see {DISK_SATURATED}).", None, None)  # fmt: skip
     reshard = _reshard(cap) if binding == "parts" else None
     change: dict[str, int] = {}
     parts: list[str] = []
@@ -326,7 +327,7 @@ def too_many_workers(window: Window, settings: Settings) -> list[Finding]:
         freed = (workers - suggested) * figures.memory
         findings.append(
             Finding(
-                id="too-many-workers",
+                id=TOO_MANY_WORKERS,
                 severity="info",
                 title=f"{workers} workers of trainer {loader.trainer_pid} idle {100 - figures.working * 100:.0f}%"
                 " of the time",

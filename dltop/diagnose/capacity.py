@@ -35,16 +35,11 @@ from dltop.diagnose.figures import (
 )
 from dltop.diagnose.window import ShownAdvice, Window
 from dltop.model import ENDED, LoaderSample
-from dltop.settings import Settings
+from dltop.settings import DEFAULTS, Settings
 
-THREADS_CPU = 0.25  # cores a trainer's other threads use before they count as intra-op work
-CPU_BOUND = 1.15  # speed-up the CPUs allow below which the job is CPU-bound
-MIN_GAIN = 1.05  # a change the model says gains less than this is within its noise
-MAX_WAIT = 0.99  # a wait's upper spread stops short of all the time (the pace model divides by 1 - W)
 # the counts a suggestion prefers where its range holds several (about 25% apart, as Renard's
 # series): two reports of one steady job then name the same count, not 38 and 44
 PREFERRED_WORKERS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256)
-IO_BOUND_CPU = 0.5  # a busy worker on CPU less than this share of the time waits on I/O
 
 
 @dataclass(frozen=True)
@@ -70,6 +65,7 @@ class Capacity:
     shown: Optional[ShownAdvice] = None  # what a live view showed for this trainer so far
     ranks: int = 1  # trainers (ranks) on this node sharing its CPUs: one script, one change for all
     parts_source: Optional[str] = None  # how caps["parts"] (an iterable source's parts) was learnt
+    settings: Settings = DEFAULTS  # the thresholds the model was worked out with
 
     @property
     def speedup(self) -> Optional[float]:
@@ -86,7 +82,7 @@ class Capacity:
     def cpu_bound(self) -> bool:
         """The CPUs bind and leave little room to go faster."""
         by_cpus = self.speedup_cpus
-        return self.limited_by_cpus and by_cpus is not None and by_cpus < CPU_BOUND
+        return self.limited_by_cpus and by_cpus is not None and by_cpus < self.settings.cpu_bound_speedup
 
     def _capped(self, needed: int) -> int:
         return max(min(self.workers, self.caps.get("parts", self.workers)), min([needed, *self.caps.values()]))
@@ -131,14 +127,14 @@ class Capacity:
     def io_bound_workers(self) -> bool:
         """Busy workers that mostly wait (storage, network) rather than compute; with num_workers=0
         the trainer's fetch, whose CPU is at most the trainer's while it fetched."""
-        f = self.figures
+        f, line = self.figures, self.settings.io_bound_cpu_share
         if not self.workers:
-            return self.wait is not None and self.wait != 0 and self.trainer_cpu / self.wait < IO_BOUND_CPU
-        return f.busy > 0 and f.cpu / f.busy < IO_BOUND_CPU
+            return self.wait is not None and self.wait != 0 and self.trainer_cpu / self.wait < line
+        return f.busy > 0 and f.cpu / f.busy < line
 
     def trainer_threads(self) -> Optional[int]:
         """OMP_NUM_THREADS for the trainer when its intra-op threads take CPUs its workers need."""
-        if self.trainer_threads_cpu < THREADS_CPU or self.cpus_per_rank is None or not self.cpu_bound:
+        if self.trainer_threads_cpu < self.settings.intra_op_cpu or self.cpus_per_rank is None or not self.cpu_bound:
             return None
         return max(1, math.floor(self.cpus_per_rank - self.workers * self.figures.cpu))
 
@@ -178,13 +174,14 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     if missing is None and wait is not None:  # nothing missing: the wait is known
         spread = settings.advice_spread_errors * (wait_error(loader) or 0.0)
         low, central, high = (
-            _workers_needed(max(0.0, min(w, MAX_WAIT)), workers, figures.busy, by_cpus, settings)
+            _workers_needed(max(0.0, min(w, settings.max_wait_share)), workers, figures.busy, by_cpus, settings)
             for w in (wait - spread, wait, wait + spread)
         )
         needed, needed_range = central, (low, high)
     caps: dict[str, int] = {}
     if system is not None and figures.memory and workers:
-        caps["memory"] = workers + math.floor(0.5 * system.mem_available_bytes / figures.memory)
+        room = settings.workers_memory_share * system.mem_available_bytes
+        caps["memory"] = workers + math.floor(room / figures.memory)
     if window.once(saturated_disks, settings.disk_util_percent, settings.disk_await_ms):  # the job's: every loader's
         caps["disk"] = workers
     parts, parts_source = source_parts(window, loader, settings)
@@ -193,7 +190,7 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     per_rank = allowed / ranks if allowed else None
     return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, pace,
                     by_cpus, needed, caps, missing, needed_range,
-                    window.shown_advice.get(advice_key(loader)), ranks, parts_source)  # fmt: skip
+                    window.shown_advice.get(advice_key(loader)), ranks, parts_source, settings)  # fmt: skip
 
 
 def advice_key(loader: LoaderSample) -> tuple[int, str]:
@@ -213,7 +210,7 @@ def _workers_needed(wait: float, workers: int, busy: float, by_cpus: Optional[fl
     reach = min(pace, by_cpus) if by_cpus is not None else pace
     demand = workers * busy if workers else wait
     needed = math.ceil(round(demand * reach * settings.workers_headroom, 6))
-    return min(needed, workers) if reach < MIN_GAIN else needed  # no room to go faster: no headroom alone
+    return min(needed, workers) if reach < settings.min_gain else needed  # no room to go faster: no headroom alone
 
 
 def _missing(

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 
-from dltop.diagnose.capacity import THREADS_CPU, capacities
+from dltop.diagnose.capacity import capacities
 from dltop.diagnose.figures import column_means, job_load, loader_change, surely_above, wait_error
 from dltop.diagnose.window import Window
 from dltop.model import Finding
+from dltop.model.findings import CPU_OVERSUBSCRIBED
 from dltop.settings import Settings
 
 
@@ -38,7 +39,7 @@ def cpu_oversubscribed(window: Window, settings: Settings) -> list[Finding]:
     # 2 measured 0.76x). Only below too-many-workers' line does it have workers to spare.
     line = settings.too_many_wait_percent
     starving = [c for c in caps if c.wait is not None and surely_above(c.wait, wait_error(c.loader), line)]
-    threads = next((c for c in caps if c.trainer_threads_cpu >= THREADS_CPU), None)
+    threads = next((c for c in caps if c.trainer_threads_cpu >= settings.intra_op_cpu), None)
     advice: list[str] = []
     if threads is not None:
         count = max(1, math.floor(per_rank - threads.workers * threads.figures.cpu))
@@ -64,7 +65,7 @@ def cpu_oversubscribed(window: Window, settings: Settings) -> list[Finding]:
     ranks_text = f" across {ranks} ranks ({per_rank:.1f} CPUs per rank)" if ranks > 1 else ""
     return [
         Finding(
-            id="cpu-oversubscribed",
+            id=CPU_OVERSUBSCRIBED,
             severity="warning",
             title=f"The job wants {used + waiting:.1f} CPUs and may use {allowed:g}",
             detail=f"Its processes used {used:.1f} CPUs and waited runnable for a CPU {waiting:.1f} CPUs' worth of the"

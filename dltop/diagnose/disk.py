@@ -7,6 +7,7 @@ from __future__ import annotations
 from dltop.diagnose.figures import saturated_disks
 from dltop.diagnose.window import Window
 from dltop.model import Finding
+from dltop.model.findings import DISK_SATURATED
 from dltop.settings import Settings
 from dltop.units import human_bytes
 
@@ -22,7 +23,7 @@ def disk_saturated(window: Window, settings: Settings) -> list[Finding]:
         reads = human_bytes(disk.read_bytes_per_s, "/s")
         findings.append(
             Finding(
-                id="disk-saturated",
+                id=DISK_SATURATED,
                 severity="warning" if starving else "info",
                 title=f"Disk {disk.name} is {disk.util_percent:.0f}% busy with {disk.r_await_ms:.0f} ms per read",
                 detail=f"The job reads {reads} from {disk.name}; each read waits {disk.r_await_ms:.0f} ms"

@@ -12,7 +12,8 @@ from typing import Optional
 
 from dltop.diagnose.window import Window
 from dltop.frames import is_dataloader_machinery, user_frame, waits_on_lock
-from dltop.model import ENDED, ExitedWorker, Finding, Frame, ProcessSample, Snapshot, is_stuck
+from dltop.model import ENDED, ExitedWorker, Finding, Frame, ProcessSample, Snapshot, is_stuck, sampling_broken
+from dltop.model.findings import RANKS_RESTARTED, STACKS_UNAVAILABLE, TRAINER_STALLED, WORKER_DIED, WORKER_HUNG
 from dltop.settings import Settings
 from dltop.units import signal_name
 
@@ -37,7 +38,7 @@ SIGNAL_HINTS: dict[int, str] = {
 
 def stacks_unavailable(window: Window, settings: Settings) -> list[Finding]:
     latest = window.latest
-    if latest.stacks_status in ("ok", "off"):
+    if not sampling_broken(latest.stacks_status):
         return []
     reason = {
         "no-py-spy": "py-spy is not installed",
@@ -45,7 +46,7 @@ def stacks_unavailable(window: Window, settings: Settings) -> list[Finding]:
     }.get(latest.stacks_status, latest.stacks_status)
     return [
         Finding(
-            id="stacks-unavailable",
+            id=STACKS_UNAVAILABLE,
             severity="warning",
             title="Stacks unavailable: cannot see what workers do or detect hangs",
             detail=f"{reason}. Figures from /proc and NVML still show; data-wait share, activity and "
@@ -89,7 +90,7 @@ def _hung_finding(worker: ProcessSample, stack: list[Frame], trainer: ProcessSam
     code = f" (`{leaf.code}`)" if leaf.code else ""
     kind = "deadlocked on a lock" if deadlock else "hung"
     return Finding(
-        id="worker-hung",
+        id=WORKER_HUNG,
         severity="error",
         title=f"Worker {worker.pid} {kind} for {stuck_s:.0f}s in {mine.function}",
         detail=f"Its main thread has kept the same stack without using CPU for {stuck_s:.0f}s, stuck at "
@@ -155,7 +156,7 @@ def _died_finding(gone: ExitedWorker, latest: Snapshot) -> Finding:
     if gone.in_trainer_log:
         after += " torch reported it in the trainer's log."
     return Finding(
-        id="worker-died",
+        id=WORKER_DIED,
         severity="error",
         title=f"Worker {gone.pid} {how}",
         detail=f"DataLoader worker {gone.pid} of trainer {gone.trainer_pid} {how} at {gone.gone_at}, "
@@ -217,7 +218,7 @@ def ranks_restarted(window: Window, settings: Settings) -> list[Finding]:
     launcher = latest.job.launcher_pid
     return [
         Finding(
-            id="ranks-restarted",
+            id=RANKS_RESTARTED,
             severity="warning",
             title=f"The launcher restarted the ranks (restart {restart}" + (f" of {allowed})" if allowed else ")"),
             detail=f"Ranks of the start before that ended while launcher {launcher} ran on: {listed}. It started "
@@ -270,7 +271,7 @@ def trainer_stalled(window: Window, settings: Settings) -> list[Finding]:
         code = f" (`{leaf.code}`)" if leaf.code else ""
         findings.append(
             Finding(
-                id="trainer-stalled",
+                id=TRAINER_STALLED,
                 severity="warning",
                 title=f"Trainer {trainer.pid} stalled {trainer.stuck_s:.0f}s in {where.function} (not the DataLoader)",
                 detail=f"Its main thread has kept one stack without using CPU for {trainer.stuck_s:.0f}s, at "

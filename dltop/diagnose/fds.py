@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dltop.diagnose.window import Window
 from dltop.model import Finding
+from dltop.model.findings import FD_NEAR_LIMIT
 from dltop.settings import Settings
 
 
@@ -32,8 +33,8 @@ def fd_near_limit(window: Window, settings: Settings) -> list[Finding]:
             )
         findings.append(
             Finding(
-                id="fd-near-limit",
-                severity="error" if share >= 95 else "warning",
+                id=FD_NEAR_LIMIT,
+                severity="error" if share >= settings.fd_error_share * 100 else "warning",
                 title=f"{proc.role.capitalize()} {proc.pid} uses {share:.0f}% of its open-file limit",
                 detail=f"{proc.num_fds} open fds of a soft limit of {proc.fd_limit}: {what}. At the limit torch "
                 "fails with 'Too many open files' (received 0 items of ancdata).",

@@ -8,7 +8,8 @@ from typing import Optional
 
 from dltop.diagnose.figures import input_bound_wait, loader_change
 from dltop.diagnose.window import Window
-from dltop.model import Finding, Snapshot
+from dltop.model import Finding, Snapshot, gpus_read, sampling_works
+from dltop.model.findings import GPU_UNDERUTILIZED, INPUT_BOUND
 from dltop.settings import Settings
 
 
@@ -17,7 +18,7 @@ def gpu_underutilized(window: Window, settings: Settings) -> list[Finding]:
     for data as input-bound judges it (the same figure, ``input_bound_wait``), else the bottleneck
     is in the training step itself."""
     latest = window.latest
-    if latest.gpu_status != "ok":
+    if not gpus_read(latest.gpu_status):
         return []
     starved = {ld.trainer_pid: wait for ld in latest.loaders if (wait := input_bound_wait(ld, settings)) is not None}
     findings = []
@@ -36,14 +37,14 @@ def gpu_underutilized(window: Window, settings: Settings) -> list[Finding]:
         if starving:
             trainer = starving[0]
             cause = f"starved by input: trainer {trainer} waits for data {starved[trainer] * 100:.0f}% of the time"
-            suggestion = f"Feed it faster: see input-bound for trainer {trainer}."
+            suggestion = f"Feed it faster: see {INPUT_BOUND} for trainer {trainer}."
         elif starting:
             loader, spent = starting[0]
             cause = f"idle while workers start: trainer {loader.trainer_pid} spends {spent:.0f}% of its time there"
             suggestion = loader_change(loader, persistent_workers=True)
         else:
             waits = _settled_waits(latest, holders, settings)
-            if waits is None and latest.stacks_status == "ok":
+            if waits is None and sampling_works(latest.stacks_status):
                 continue  # a trainer's data wait is not judged yet (pending says so): no cause to name
             if waits is None:
                 cause = "cause unknown: without stacks dltop cannot tell a wait for data from a slow step"
@@ -57,7 +58,7 @@ def gpu_underutilized(window: Window, settings: Settings) -> list[Finding]:
             )
         findings.append(
             Finding(
-                id="gpu-underutilized",
+                id=GPU_UNDERUTILIZED,
                 severity="warning" if starving else "info",
                 title=f"GPU {gpu.index} is busy {util:.0f}% of the time: {cause.split(':')[0]}",
                 detail=f"GPU {gpu.index} ({gpu.name}) held by pid(s) {', '.join(map(str, holders))}; {cause}.",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dltop.diagnose.figures import loader_change, source_parts, starving_workers
 from dltop.diagnose.window import Window
 from dltop.model import Finding
+from dltop.model.findings import WORKER_STARVING
 from dltop.settings import Settings
 
 
@@ -30,7 +31,7 @@ def worker_starving(window: Window, settings: Settings) -> list[Finding]:
         useful = parts if parts is not None else workers - starving.count
         findings.append(
             Finding(
-                id="worker-starving",
+                id=WORKER_STARVING,
                 severity="warning",
                 title=f"{starving.count} of {workers} workers of trainer {loader.trainer_pid} get no data:"
                 f" {who} while their siblings fetch",

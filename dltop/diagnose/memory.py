@@ -18,6 +18,7 @@ from typing import Optional
 
 from dltop.diagnose.window import Window, of_tick
 from dltop.model import Finding, Snapshot
+from dltop.model.findings import WORKER_MEMORY_GROWTH
 from dltop.settings import Settings
 from dltop.units import human_bytes, rough_span
 
@@ -53,8 +54,8 @@ def worker_memory_growth(window: Window, settings: Settings) -> list[Finding]:
         )
         findings.append(
             Finding(
-                id="worker-memory-growth",
-                severity="error" if to_exhaust is not None and to_exhaust < 600 else "warning",
+                id=WORKER_MEMORY_GROWTH,
+                severity="error" if to_exhaust is not None and to_exhaust < settings.memory_error_s else "warning",
                 title=f"Workers of trainer {loader.trainer_pid} grow by {human_bytes(rate * 60)}/min",
                 detail=f"{len(growing)} of {len(loader.worker_pids)} workers' private memory rises steadily"
                 + (f"; at this rate available memory runs out in {rough_span(to_exhaust)}" if to_exhaust else "")
@@ -70,7 +71,7 @@ def worker_memory_growth(window: Window, settings: Settings) -> list[Finding]:
                     "confidence": {pid: lines[pid].evidence() for pid in sorted(growing)},
                 },
                 suggestion=fix + ".",
-                impact=min(1.0, 600 / to_exhaust) if to_exhaust else 0.1,
+                impact=min(1.0, settings.memory_error_s / to_exhaust) if to_exhaust else 0.1,
             )
         )
     return findings

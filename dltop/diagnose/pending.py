@@ -13,11 +13,11 @@ from typing import Optional
 from dltop.diagnose.figures import wait_error
 from dltop.diagnose.memory import Points, memory_points
 from dltop.diagnose.window import MemoryReadings, Window
-from dltop.model import STILL_NOTICE_S, LoaderSample, Pending, Snapshot, still_for
+from dltop.model import LoaderSample, Pending, Snapshot, gpus_read, sampling_works, still_for
+from dltop.model.findings import GPU_UNDERUTILIZED, INPUT_BOUND, WORKER_HUNG, WORKER_MEMORY_GROWTH, WORKERS_RESPAWNING
 from dltop.settings import Settings
 
-FIRST_WINDOW_S = 1.5  # the first trainer record window reports within this
-MEMORY_QUIET_S = 30.0  # memory readings unchanged this long mean no growth, not "not judged yet"
+FIRST_WINDOW_S = 1.5  # the first trainer record window reports within this (an estimate, not a threshold)
 
 
 def pending(ticks: Sequence[Snapshot], settings: Settings, memory: Optional[MemoryReadings] = None) -> list[Pending]:
@@ -34,7 +34,7 @@ def pending(ticks: Sequence[Snapshot], settings: Settings, memory: Optional[Memo
 
 
 def _data_wait(latest: Snapshot, settings: Settings) -> list[Pending]:
-    if latest.stacks_status != "ok":
+    if not sampling_works(latest.stacks_status):
         return []  # stacks-unavailable says why and how to fix it
     found = []
     for loader in latest.loaders:
@@ -47,7 +47,7 @@ def _data_wait(latest: Snapshot, settings: Settings) -> list[Pending]:
         ready = (settings.min_stack_samples - have) / rate if rate else FIRST_WINDOW_S
         found.append(
             Pending(
-                "input-bound",
+                INPUT_BOUND,
                 f"{settings.min_stack_samples} stack samples of trainer {loader.trainer_pid} (has {have})",
                 round(ready, 1),
             )  # fmt: skip
@@ -70,7 +70,7 @@ def _uncertain_wait(loader: LoaderSample, settings: Settings) -> list[Pending]:
     ready = round((needed - spent.samples) / rate, 1) if rate else None
     return [
         Pending(
-            "input-bound",
+            INPUT_BOUND,
             f"more stack samples of trainer {loader.trainer_pid}: its data wait"
             f" {wait * 100:.0f} ± {error * 100:.0f}% is not yet clear of {settings.input_bound_percent:g}%",
             ready,
@@ -82,11 +82,11 @@ def _hangs(latest: Snapshot, settings: Settings) -> list[Pending]:
     found = []
     for proc in latest.processes:
         stuck = still_for(proc)
-        if proc.role != "worker" or stuck is None or not STILL_NOTICE_S <= stuck < settings.hang_after_s:
+        if proc.role != "worker" or stuck is None or not settings.still_notice_s <= stuck < settings.hang_after_s:
             continue
         found.append(
             Pending(
-                "worker-hung",
+                WORKER_HUNG,
                 f"worker {proc.pid} has kept one stack without CPU for {stuck:.0f}s; a hang"
                 f" once it reaches {settings.hang_after_s:g}s",
                 round(settings.hang_after_s - stuck, 1),
@@ -99,7 +99,7 @@ def _memory(window: Window, settings: Settings) -> list[Pending]:
     """Workers with too few distinct memory readings to fit a line through yet (once the window is
     long, readings that do not change are the answer: no growth)."""
     span = window.times[-1]
-    if span >= MEMORY_QUIET_S:
+    if span >= settings.memory_quiet_s:
         return []
     pids = {pid for loader in window.latest.loaders for pid in loader.worker_pids}
     series = memory_points(window, pids, settings.memory_growth_points)
@@ -110,7 +110,7 @@ def _memory(window: Window, settings: Settings) -> list[Pending]:
     ready = _memory_eta(short, span, settings.memory_growth_points)
     return [
         Pending(
-            "worker-memory-growth",
+            WORKER_MEMORY_GROWTH,
             f"{settings.memory_growth_points} memory readings of each worker to judge its"
             f" growth (has {have} for {len(short)} worker(s); re-read within dltop's CPU budget)",
             ready,
@@ -128,7 +128,7 @@ def _memory_eta(short: dict[int, Points], span_s: float, needed: int) -> Optiona
 
 def _gpu(window: Window, settings: Settings) -> list[Pending]:
     latest = window.latest
-    if latest.gpu_status != "ok" or not any(g.processes for g in latest.gpus):
+    if not gpus_read(latest.gpu_status) or not any(g.processes for g in latest.gpus):
         return []
     readings = sum(1 for s in window.ticks if any(g.util_percent is not None for g in s.gpus))
     if readings >= settings.gpu_min_readings:
@@ -136,7 +136,7 @@ def _gpu(window: Window, settings: Settings) -> list[Pending]:
     tick = latest.window_s or 1.0
     return [
         Pending(
-            "gpu-underutilized",
+            GPU_UNDERUTILIZED,
             f"{settings.gpu_min_readings} GPU readings to judge its busy share (has {readings})",
             round((settings.gpu_min_readings - readings) * tick, 1),
         )  # fmt: skip
@@ -145,7 +145,7 @@ def _gpu(window: Window, settings: Settings) -> list[Pending]:
 
 def _respawns(latest: Snapshot) -> list[Pending]:
     return [
-        Pending("workers-respawning", f"an epoch end of trainer {ld.trainer_pid} to tell whether its workers persist")
+        Pending(WORKERS_RESPAWNING, f"an epoch end of trainer {ld.trainer_pid} to tell whether its workers persist")
         for ld in latest.loaders
         if ld.num_workers and ld.persistent_workers is None
     ]

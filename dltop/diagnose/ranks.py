@@ -21,6 +21,7 @@ from dltop.diagnose.figures import trusted_wait, wait_error
 from dltop.diagnose.window import Window
 from dltop.frames import sync_point
 from dltop.model import ENDED, Finding, LoaderSample, ProcessSample, Snapshot
+from dltop.model.findings import RANK_STRAGGLER
 from dltop.settings import Settings
 
 
@@ -101,7 +102,7 @@ def _finding(window: Window, run: str, slowest: RankWait, others: list[RankWait]
              " cheaper samples go further." if workers_only is not None else "")  # fmt: skip
     name = f"rank {slowest.rank}" if slowest.rank is not None else f"trainer {slowest.trainer_pid}"
     return Finding(
-        id="rank-straggler",
+        id=RANK_STRAGGLER,
         severity="warning",
         title=f"{name.capitalize()} (trainer {slowest.trainer_pid}) holds back its run: it waits for data"
         f" {slowest.wait * 100:.0f}%, the other {len(others)} rank(s) {median.wait * 100:.0f}%",

@@ -14,6 +14,21 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from dltop.model import Finding, severity_rank
+from dltop.model.findings import (
+    CPU_OVERSUBSCRIBED,
+    DISK_SATURATED,
+    GPU_UNDERUTILIZED,
+    INPUT_BOUND,
+    RANK_STRAGGLER,
+    SHM_LOW,
+    TOO_MANY_WORKERS,
+    TRAINER_STALLED,
+    WORKER_DIED,
+    WORKER_HUNG,
+    WORKER_STARVING,
+    WORKERS_RESPAWNING,
+)
+from dltop.settings import DEFAULTS
 
 Explains = Callable[[Finding, Finding], bool]  # (cause, symptom) -> does the cause explain it
 
@@ -50,7 +65,7 @@ def _no_shortfall(cause: Finding, symptom: Finding) -> bool:
 
 def _startup_storm(cause: Finding, symptom: Finding) -> bool:
     """Workers restarting every epoch (importing torch, unpickling the dataset) are what wants the CPUs."""
-    return (cause.evidence.get("starting_workers_percent") or 0) >= STARTUP_STORM_PERCENT
+    return (cause.evidence.get("starting_workers_percent") or 0) >= DEFAULTS.startup_storm_percent
 
 
 def _waiting_rank(cause: Finding, symptom: Finding) -> bool:
@@ -66,45 +81,44 @@ def _bus_error(cause: Finding, symptom: Finding) -> bool:
 
 # symptom id -> [(cause id, does this cause explain this symptom)], the likeliest cause first
 EXPLAINS: dict[str, list[tuple[str, Explains]]] = {
-    "input-bound": [
-        ("rank-straggler", _waiting_rank),
-        ("worker-hung", _same_trainer),
-        ("worker-died", _same_trainer),
-        ("disk-saturated", _binds("disk")),
-        ("cpu-oversubscribed", _binds("cpus")),
-        ("workers-respawning", _no_shortfall),
+    INPUT_BOUND: [
+        (RANK_STRAGGLER, _waiting_rank),
+        (WORKER_HUNG, _same_trainer),
+        (WORKER_DIED, _same_trainer),
+        (DISK_SATURATED, _binds("disk")),
+        (CPU_OVERSUBSCRIBED, _binds("cpus")),
+        (WORKERS_RESPAWNING, _no_shortfall),
     ],
-    "gpu-underutilized": [
-        ("rank-straggler", _waiting_rank),
-        ("worker-hung", _on_gpu),
-        ("trainer-stalled", _on_gpu),
-        ("worker-died", _on_gpu),
-        ("input-bound", _on_gpu),
-        ("workers-respawning", _on_gpu),
+    GPU_UNDERUTILIZED: [
+        (RANK_STRAGGLER, _waiting_rank),
+        (WORKER_HUNG, _on_gpu),
+        (TRAINER_STALLED, _on_gpu),
+        (WORKER_DIED, _on_gpu),
+        (INPUT_BOUND, _on_gpu),
+        (WORKERS_RESPAWNING, _on_gpu),
     ],
-    "too-many-workers": [("rank-straggler", _waiting_rank)],
-    "worker-died": [("shm-low", _bus_error)],
-    "cpu-oversubscribed": [("workers-respawning", _startup_storm)],
+    TOO_MANY_WORKERS: [(RANK_STRAGGLER, _waiting_rank)],
+    WORKER_DIED: [(SHM_LOW, _bus_error)],
+    CPU_OVERSUBSCRIBED: [(WORKERS_RESPAWNING, _startup_storm)],
 }
 # what a cause does to its consequences, in words (the consequence's own model no longer applies)
 BECAUSE = {
-    "worker-hung": "the trainer waits for the batch the hung worker {pids} holds",
-    "worker-died": "worker {pids} died: its batches never come",
-    "disk-saturated": "the disk it reads is saturated",
-    "cpu-oversubscribed": "the CPUs the job may use are all busy",
-    "trainer-stalled": "the trainer is stalled outside the DataLoader",
-    "input-bound": "the trainer waits for data",
-    "workers-respawning": "workers start again every epoch (and take the CPUs doing so)",
-    "shm-low": "/dev/shm is full",
-    "rank-straggler": "this rank waits at every collective for the straggler, trainer {pids}",
+    WORKER_HUNG: "the trainer waits for the batch the hung worker {pids} holds",
+    WORKER_DIED: "worker {pids} died: its batches never come",
+    DISK_SATURATED: "the disk it reads is saturated",
+    CPU_OVERSUBSCRIBED: "the CPUs the job may use are all busy",
+    TRAINER_STALLED: "the trainer is stalled outside the DataLoader",
+    INPUT_BOUND: "the trainer waits for data",
+    WORKERS_RESPAWNING: "workers start again every epoch (and take the CPUs doing so)",
+    SHM_LOW: "/dev/shm is full",
+    RANK_STRAGGLER: "this rank waits at every collective for the straggler, trainer {pids}",
 }
 # findings that name their own cause among the others (the straggler rank's input-bound, hung
 # worker, CPUs...): a cause of the same trainer, the likeliest first
 NAMES_CAUSE: dict[str, tuple[str, ...]] = {
-    "rank-straggler": ("worker-hung", "worker-died", "trainer-stalled", "disk-saturated", "cpu-oversubscribed",
-                       "worker-starving", "workers-respawning", "input-bound"),
+    RANK_STRAGGLER: (WORKER_HUNG, WORKER_DIED, TRAINER_STALLED, DISK_SATURATED, CPU_OVERSUBSCRIBED,
+                     WORKER_STARVING, WORKERS_RESPAWNING, INPUT_BOUND),
 }  # fmt: skip
-STARTUP_STORM_PERCENT = 25.0  # start-up share of the trainer's time above which its CPU is start-up's
 
 
 def relate(findings: list[Finding]) -> list[Finding]:

@@ -8,6 +8,7 @@ from typing import Optional
 
 from dltop.diagnose.window import Window
 from dltop.model import Finding, Snapshot
+from dltop.model.findings import SHM_LOW
 from dltop.settings import Settings
 from dltop.units import human_bytes
 
@@ -27,8 +28,8 @@ def shm_low(window: Window, settings: Settings) -> list[Finding]:
     size_gb = max(1, math.ceil(2 * peak / (1 << 30)))
     return [
         Finding(
-            id="shm-low",
-            severity="error" if peak >= 0.95 * total else "warning",
+            id=SHM_LOW,
+            severity="error" if peak >= settings.shm_error_share * total else "warning",
             title=f"/dev/shm was {100 * peak / total:.0f}% full ({human_bytes(peak)} of {human_bytes(total)})",
             detail=f"{workers} worker(s) put every batch in /dev/shm until the trainer takes it (num_workers x"
             " prefetch_factor batches in flight); a batch that does not fit ends the worker with a bus error.",

@@ -1,7 +1,8 @@
 """Findings that do not flicker: a live view re-diagnoses every tick, and a condition near its
 threshold would come and go. A finding is shown once it has held for ``raise_after_s`` and kept
 until it has been absent for ``clear_after_s``; faults (severity error) show at once, since the
-rules that raise them already waited for their own threshold (a hang, a death)."""
+rules that raise them already waited for their own threshold (a hang, a death). Both hold times
+are fields of ``Settings``."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from dltop.model import Finding
-
-RAISE_AFTER_S = 5.0
-CLEAR_AFTER_S = 15.0
+from dltop.settings import DEFAULTS
 
 
 @dataclass
@@ -22,7 +21,9 @@ class _Seen:
 
 
 class StableFindings:
-    def __init__(self, raise_after_s: float = RAISE_AFTER_S, clear_after_s: float = CLEAR_AFTER_S) -> None:
+    def __init__(
+        self, raise_after_s: float = DEFAULTS.raise_after_s, clear_after_s: float = DEFAULTS.clear_after_s
+    ) -> None:
         self.raise_after_s, self.clear_after_s = raise_after_s, clear_after_s
         self._seen: dict[tuple[str, tuple[int, ...]], _Seen] = {}  # by (id, pids)
         self._shown: set[tuple[str, tuple[int, ...]]] = set()

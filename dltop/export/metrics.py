@@ -17,7 +17,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from dltop import __version__
 from dltop.export.labels import GPU, LOADER, PROCESS, TRAINER, gpu_values, text
 from dltop.export.state import ExporterState, JobView
-from dltop.model import PHASES, still_for
+from dltop.model import PHASES, sampling_broken, still_for
+from dltop.model.findings import is_hang
 
 # ProcessSample fields that can be unreadable -> the series that lacks them then
 UNAVAILABLE_METRICS = {
@@ -101,7 +102,7 @@ class NodeCollector:
                 for name, reason in process.unavailable.items()
                 if name in UNAVAILABLE_METRICS
             }
-            if snap.stacks_status not in ("ok", "off"):
+            if sampling_broken(snap.stacks_status):
                 reasons.add(("stacks", snap.stacks_fix or snap.stacks_status))
             for metric, reason in sorted(reasons):
                 unavailable.add_metric([text(snap.job.pid), metric, reason], {})
@@ -237,7 +238,8 @@ class NodeCollector:
 
 
 def _hung_workers(job: JobView) -> set:
-    return {pid for f in job.snapshot.findings if f.id == "worker-hung" for pid in f.pids}
+    """The processes a hang names (the gauge counts those that are workers)."""
+    return {pid for f in job.snapshot.findings if is_hang(f.id) for pid in f.pids}
 
 
 def _flag(value: object) -> str:

@@ -1,4 +1,5 @@
-"""Plain data that flows from the collectors to every front end, and the words it is written in."""
+"""Plain data that flows from the collectors to every front end, the words it is written in, and
+the finding ids (``dltop.model.findings``)."""
 
 from dltop.model.records import (
     SCHEMA,
@@ -24,22 +25,35 @@ from dltop.model.vocabulary import (
     PHASES,
     ROLES,
     SEVERITIES,
-    STILL_NOTICE_S,
     WAITING,
     Activity,
+    BadgeState,
     DatasetKind,
+    ExitCause,
+    FrameKind,
+    GpuStatus,
+    JobState,
     Phase,
+    ProcessState,
     Role,
     Severity,
+    StacksStatus,
+    gpus_read,
     is_stuck,
+    judged_stuck,
     most_severe,
+    sampling_broken,
+    sampling_works,
     severity_rank,
+    stacks_error,
     still_for,
 )
 
 __all__ = [
     "SCHEMA", "DiskSample", "ExitedWorker", "Finding", "Frame", "GpuProcess", "GpuSample", "JobInfo",
     "LoaderSample", "Pending", "Placement", "ProcessSample", "Snapshot", "SystemSample", "TrainerTime",
-    "snapshot_from_dict", "ENDED", "JOB_ROLES", "PHASES", "ROLES", "SEVERITIES", "STILL_NOTICE_S", "WAITING",
-    "Activity", "DatasetKind", "Phase", "Role", "Severity", "is_stuck", "most_severe", "severity_rank", "still_for",
+    "snapshot_from_dict", "ENDED", "JOB_ROLES", "PHASES", "ROLES", "SEVERITIES", "WAITING", "Activity", "BadgeState",
+    "DatasetKind", "ExitCause", "FrameKind", "GpuStatus", "JobState", "Phase", "ProcessState", "Role", "Severity",
+    "StacksStatus", "gpus_read", "is_stuck", "judged_stuck", "most_severe", "sampling_broken", "sampling_works",
+    "severity_rank", "stacks_error", "still_for",
 ]  # fmt: skip

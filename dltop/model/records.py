@@ -12,19 +12,29 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dltop.model.vocabulary import PHASES, Activity, DatasetKind, Phase, Role, Severity
+from dltop.model.vocabulary import (
+    PHASES,
+    Activity,
+    DatasetKind,
+    GpuStatus,
+    JobState,
+    Phase,
+    Role,
+    Severity,
+    StacksStatus,
+)
 
 SCHEMA = "dltop.snapshot/1"
 
 
 @dataclass(frozen=True)
 class Frame:
-    """One Python frame of a py-spy sample. ``kind`` says whose code it is: user | library | torch | stdlib."""
+    """One Python frame of a py-spy sample. ``kind`` says whose code it is."""
 
     function: str
     file: str
     line: Optional[int]
-    kind: str
+    kind: str  # a FrameKind (frame_kind in dltop/frames.py still returns str)
     code: Optional[str] = None  # the source line, when dltop could read the file
 
     def where(self) -> str:
@@ -72,7 +82,7 @@ class ProcessSample:
     trainer_pid: Optional[int]
     name: str
     cmdline: str
-    state: str
+    state: str  # a ProcessState (the collector passes /proc's names as str)
     cpu_percent: Optional[float] = None  # 100 = one core
     cpu_wait_percent: Optional[float] = None  # main thread runnable but waiting for a CPU; 100 = the whole time
     main_thread_cpu_percent: Optional[float] = None  # trainers: the main thread alone (the rest: intra-op threads)
@@ -112,7 +122,7 @@ class ExitedWorker:
     seen_for_s: float
     gone_at: str
     exit_code: Optional[int] = None
-    cause: str = "unknown"  # died (non-zero exit or signal) | ended (exit 0: epoch or loader end) | unknown
+    cause: str = "unknown"  # an ExitCause (the lifecycle still returns str)
     trainer_running: bool = True  # its trainer was still running when the worker was seen gone
     last_activity: Activity = "unknown"
     last_stack: Optional[list[Frame]] = None  # innermost last: what it was doing when last sampled
@@ -176,7 +186,7 @@ class JobInfo:
     pid: int  # the job's root: the launcher, or the trainer when there is none
     requested_pid: int
     cmdline: str
-    state: str  # running (a launcher alive counts, between its ranks) | exited
+    state: JobState
     start_method: str
     trainer_pids: list[int]
     launcher_pid: Optional[int] = None
@@ -279,10 +289,10 @@ class Snapshot:
     processes: list[ProcessSample]
     loaders: list[LoaderSample]
     gpus: list[GpuSample]
-    gpu_status: str
+    gpu_status: GpuStatus  # a GpuWord, or "error: <reason>"
     disks: list[DiskSample]
     findings: list[Finding] = field(default_factory=list)
-    stacks_status: str = "off"  # ok | off | no-py-spy | denied | error: <reason>
+    stacks_status: StacksStatus = "off"  # a StacksWord, or "error: <reason>" (stacks_error)
     stacks_fix: Optional[str] = None  # how to make stacks available, when they are not
     pending: list[Pending] = field(default_factory=list)  # what the window cannot judge yet
     schema: str = SCHEMA

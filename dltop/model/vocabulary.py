@@ -1,6 +1,7 @@
 """The words every part of dltop uses, defined once with their order: what a process is (its
 role), what its main thread is doing (its activity), where a trainer's time goes (its phases),
-how bad a finding is (its severity), and when an unchanged stack counts as stuck.
+how bad a finding is (its severity), the states a job, a process, stack sampling and the GPU
+reader can be in, and when an unchanged stack counts as stuck.
 
 The collector, the rules, the screen, the text report, the metrics and the recorder all import
 these, so they cannot disagree about the same process.
@@ -31,9 +32,57 @@ Activity = Literal[
 # read at all: never "stuck", whatever its age
 WAITING: frozenset[Activity] = frozenset({"idle", "waiting-for-data", "unknown"})
 
+JobState = Literal["running", "exited"]  # running: a trainer runs, or its launcher lives between ranks
+
+ProcessState = Literal[
+    # /proc/<pid>/stat's letter, named as psutil (and the JSON contract) name it
+    "running", "sleeping", "disk-sleep", "stopped", "tracing-stop", "zombie", "dead", "wake-kill", "waking",
+    "idle", "parked",
+    # a report's last word on a process no longer there, or gone with its job
+    "gone", "exited",
+]  # fmt: skip
 # a process's states once it has ended: exited but not reaped yet, no longer there, or gone with
 # its job (a report's last word on it)
-ENDED: frozenset[str] = frozenset({"zombie", "gone", "exited"})
+ENDED: frozenset[ProcessState] = frozenset({"zombie", "gone", "exited"})
+
+# whose code a stack frame is: the job's own files, an installed package, torch, the standard library
+FrameKind = Literal["user", "library", "torch", "stdlib"]
+
+# why a worker went away: a non-zero exit or a signal, exit 0 (an epoch or loader end), or not seen
+ExitCause = Literal["died", "ended", "unknown"]
+
+# stack sampling: working, turned off (--no-stacks), py-spy missing, ptrace refused; or
+# "error: <reason>" (``stacks_error``), which is why the field is a ``StacksStatus`` (str)
+StacksWord = Literal["ok", "off", "no-py-spy", "denied"]
+StacksStatus = str
+STACKS_ERROR = "error: "
+
+
+def stacks_error(reason: object) -> StacksStatus:
+    """The stacks status of a sampler that keeps failing, with why."""
+    return f"{STACKS_ERROR}{reason}"
+
+
+def sampling_broken(status: StacksStatus) -> bool:
+    """Stack sampling was asked for and does not work (py-spy missing, refused or failing): the
+    one case a front end says so and tells the fix. Off (--no-stacks) is a choice, not a fault."""
+    return status not in ("ok", "off")
+
+
+def sampling_works(status: StacksStatus) -> bool:
+    """Stacks are read: data wait, activity and hang checks have their evidence."""
+    return status == "ok"
+
+
+# the GPU reader: working, no NVML library, NVML with no device; or "error: <reason>"
+GpuWord = Literal["ok", "no-nvml", "no-devices"]
+GpuStatus = str
+
+
+def gpus_read(status: GpuStatus) -> bool:
+    """NVML works: the GPU figures (and a GPU finding's evidence) are there."""
+    return status == "ok"
+
 
 Phase = Literal["waiting-for-data", "collating", "starting-workers", "running"]
 # a trainer's phases, in the order they are shown, each with its TrainerTime field
@@ -48,11 +97,11 @@ PHASES: dict[Phase, str] = {
 # fetch any sample), or their own part of an IterableDataset's source (shards, files, ranges)
 DatasetKind = Literal["map", "iterable"]
 
+# the live view's badge: the job's state in one word (its root cause, or why there is no verdict)
+BadgeState = Literal["healthy", "input-bound", "attention", "hung", "dead", "exited", "measuring", "no-stacks"]
+
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")  # most severe first
-
-# a stack held this long without CPU is worth showing with its age and watching as a possible hang
-STILL_NOTICE_S = 5.0
 
 
 def severity_rank(severity: str) -> int:
@@ -81,3 +130,10 @@ def is_stuck(process: _Still, hang_after_s: float) -> bool:
     """The one test of "stuck": the same stack, no CPU, past the hang threshold, and not waiting."""
     still = still_for(process)
     return still is not None and still >= hang_after_s
+
+
+def judged_stuck(process: _Still) -> bool:
+    """Whether a sample was judged stuck: the collector set its activity by ``is_stuck`` at the
+    run's own hang threshold (--hang-after), so every view (the screen, JSON, the text report)
+    reads that one verdict rather than a threshold of its own."""
+    return process.activity == "stuck"

@@ -14,13 +14,12 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from dltop.model.findings import is_fault
 from dltop.record.access import Access
 
 if TYPE_CHECKING:  # `dltop --help` reads this module's defaults: it stays light
     from dltop.model import Snapshot
 
-# faults, and a rank that starts holding its whole run back
-FAULT_IDS = frozenset({"worker-hung", "worker-died", "ranks-restarted", "trainer-stalled", "rank-straggler"})
 BUNDLE_SCHEMA = "dltop.incident/1"
 BUNDLE_FRAMES_S = 120.0  # the frames a bundle keeps: the two minutes before the incident
 MAX_BUNDLES = 100  # per recording; later incidents are still marked on the timeline
@@ -28,8 +27,10 @@ HOOK_TIMEOUT_S = 30.0
 HOOK_OUTPUT_BYTES = 4096
 
 
-def is_fault(finding) -> bool:
-    return finding.id in FAULT_IDS or finding.severity == "error"
+def opens_incident(finding) -> bool:
+    """A fault (the registry's kind), or any finding of severity error (memory or /dev/shm about to
+    run out): what someone paged at 3 a.m. needs a bundle for."""
+    return is_fault(finding.id) or finding.severity == "error"
 
 
 class IncidentDetector:
@@ -40,7 +41,7 @@ class IncidentDetector:
         self._active: set = set()
 
     def new(self, findings: list) -> list:
-        faults = {(f.id, tuple(f.pids)): f for f in findings if is_fault(f)}
+        faults = {(f.id, tuple(f.pids)): f for f in findings if opens_incident(f)}
         fresh = [f for key, f in faults.items() if key not in self._active]
         self._active = set(faults)
         return fresh

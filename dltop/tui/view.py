@@ -12,30 +12,40 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from itertools import zip_longest
-from typing import Optional
+from typing import Literal, Optional
 
 from dltop.diagnose.relations import root_cause
 from dltop.model import (
     PHASES,
     ROLES,
-    STILL_NOTICE_S,
+    BadgeState,
     ExitedWorker,
     Pending,
     Phase,
     ProcessSample,
     Snapshot,
     TrainerTime,
+    gpus_read,
+    sampling_works,
     still_for,
 )
+from dltop.model.findings import HANGS, INPUT_BOUND, RANK_STRAGGLER, RANKS_RESTARTED, WORKER_DIED, is_hang
+from dltop.settings import DEFAULTS
 from dltop.units import NA, clock, cpu_list, human_bytes, percent, signal_name
-
-FAULTS_HUNG = ("worker-hung", "trainer-stalled")
 
 
 @dataclass(frozen=True)
 class Badge:
-    state: str  # healthy | input-bound | attention | hung | dead | exited | measuring | no-stacks
+    state: BadgeState
     text: str
+
+
+# a root cause with a badge of its own (a hang has HUNG; any other warning or error, ATTENTION)
+CAUSE_BADGES: dict[str, Badge] = {
+    WORKER_DIED: Badge("dead", "WORKER DIED"),
+    RANKS_RESTARTED: Badge("attention", "RESTARTED"),
+    INPUT_BOUND: Badge("input-bound", "INPUT-BOUND"),
+}
 
 
 def badge(snapshot: Snapshot) -> Badge:
@@ -44,16 +54,10 @@ def badge(snapshot: Snapshot) -> Badge:
         return Badge("exited", "EXITED" + (f" ({code})" if code is not None else ""))
     cause = root_cause(snapshot.findings)
     if cause is not None:
-        if cause.id in FAULTS_HUNG:
+        if is_hang(cause.id):
             return Badge("hung", "HUNG")
-        if cause.id == "worker-died":
-            return Badge("dead", "WORKER DIED")
-        if cause.id == "ranks-restarted":
-            return Badge("attention", "RESTARTED")
-        if cause.id == "input-bound":
-            return Badge("input-bound", "INPUT-BOUND")
-        return Badge("attention", "ATTENTION")
-    if data_wait(snapshot) is None and snapshot.stacks_status != "ok":
+        return CAUSE_BADGES.get(cause.id, Badge("attention", "ATTENTION"))
+    if data_wait(snapshot) is None and not sampling_works(snapshot.stacks_status):
         return Badge("no-stacks", "NO STACKS")
     if data_wait(snapshot) is None or verdict_open(snapshot) is not None:
         return Badge("measuring", "MEASURING")  # never HEALTHY before the verdict is in
@@ -63,7 +67,7 @@ def badge(snapshot: Snapshot) -> Badge:
 def verdict_open(snapshot: Snapshot) -> Optional[Pending]:
     """What keeps the verdict open: a finding held back until it proves steady (first), or the
     trainer's data wait not yet judged (a wait near the threshold, too few samples), the longest."""
-    open_ = [p for p in snapshot.pending if p.held or p.id == "input-bound"]
+    open_ = [p for p in snapshot.pending if p.held or p.id == INPUT_BOUND]
     return max(open_, key=lambda p: (p.held, p.ready_in_s or 0.0), default=None)
 
 
@@ -103,7 +107,7 @@ def _yet(pending: Optional[Pending]) -> str:
 def figures_line(snapshot: Snapshot) -> str:
     """The headline figures: data wait, GPU busy share, stacks when they are not running."""
     gpu = f"GPU {percent(gpu_util(snapshot))}" if snapshot.gpus else "no GPU"
-    stacks = f" · stacks {snapshot.stacks_status}" if snapshot.stacks_status != "ok" else ""
+    stacks = f" · stacks {snapshot.stacks_status}" if not sampling_works(snapshot.stacks_status) else ""
     return f"data wait {percent(data_wait(snapshot))} · {gpu}{stacks}"
 
 
@@ -168,12 +172,15 @@ SORTS = ("group", "cpu", "uss", "read", "pid")
 MEASURING = "measuring"  # a figure dltop has not read yet for a new process (not n/a: it will come)
 
 
+Alert = Literal["hung", "dead", "exited", "straggler"]  # why a row stands out
+
+
 @dataclass(frozen=True)
 class Row:
     key: str  # the pid (and "x" for an exited worker)
     pid: int
     cells: dict  # column key -> text
-    alert: Optional[str] = None  # hung | dead | exited | straggler: the row must stand out
+    alert: Optional[Alert] = None  # the row must stand out
     group: tuple = ()  # (trainer pid, role order, pid): trainers, each followed by its workers
     metrics: tuple = (0.0, 0, 0.0)  # (cpu %, private memory, read bytes/s) to sort by
 
@@ -181,7 +188,7 @@ class Row:
 def rows(snapshot: Snapshot, sort: str = "group") -> list:
     """Table rows: each trainer followed by its workers (and workers that died), by ``sort``."""
     taken = _parse(snapshot.taken_at)
-    stragglers, hung = _named(snapshot, ("rank-straggler",)), _named(snapshot, FAULTS_HUNG)
+    stragglers, hung = _named(snapshot, (RANK_STRAGGLER,)), _named(snapshot, HANGS)
     live = [_process_row(p, taken, p.pid in stragglers, p.pid in hung) for p in snapshot.processes]
     pids = {p.pid for p in snapshot.processes}
     gone = [
@@ -213,14 +220,14 @@ def _process_row(p: ProcessSample, taken: datetime, straggler: bool, hung: bool)
     trainer = p.trainer_pid if p.role != "launcher" else 0
     rank = f" r{p.rank}" if p.rank is not None and p.role == "trainer" else ""
     role = f"{p.role}{rank}" if p.role in ("trainer", "launcher") else f" └ {p.role}"
-    alert = None
+    alert: Optional[Alert] = None
     if straggler:
         role, alert = f"slowest{rank}", "straggler"  # the rank that sets the run's pace (10 columns)
     activity: str = p.activity if p.activity != "unknown" else ""
     still = still_for(p)
-    if p.activity == "waiting-for-data" and (p.stuck_s or 0) >= STILL_NOTICE_S:
+    if p.activity == "waiting-for-data" and (p.stuck_s or 0) >= DEFAULTS.still_notice_s:
         activity = f"waiting {clock(p.stuck_s or 0)}"  # the trainer is not at fault: its workers are
-    elif p.activity == "stuck" or (still is not None and still >= STILL_NOTICE_S):
+    elif p.activity == "stuck" or (still is not None and still >= DEFAULTS.still_notice_s):
         activity = f"STUCK {clock(p.stuck_s or 0)}"
     if hung:
         alert = "hung"
@@ -363,7 +370,7 @@ def system_lines(snapshot: Snapshot) -> list:
 
 
 def has_gpus(snapshot: Snapshot) -> bool:
-    return snapshot.gpu_status == "ok" and bool(snapshot.gpus)
+    return gpus_read(snapshot.gpu_status) and bool(snapshot.gpus)
 
 
 def no_gpu_line(snapshot: Snapshot) -> str:
