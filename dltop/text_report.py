@@ -21,7 +21,19 @@ def _fds(num: object, limit: object) -> str:
 
 
 def render(snapshot: Snapshot) -> str:
-    job, system = snapshot.job, snapshot.system
+    """The report, section by section: the job, its machine, its processes, loaders and disks, then
+    the findings and what is not judged yet."""
+    lines = _job(snapshot) + _system(snapshot) + _gpus(snapshot)
+    lines += [""] + _processes(snapshot) + [""] + _loaders(snapshot) + _disks(snapshot)
+    lines += _findings(snapshot) + _pending(snapshot)
+    if sampling_broken(snapshot.stacks_status):
+        lines.append(f"stacks: {snapshot.stacks_status}" + (f" ({snapshot.stacks_fix})" if snapshot.stacks_fix else ""))
+    return "\n".join(lines)
+
+
+def _job(snapshot: Snapshot) -> list[str]:
+    """The job: its state, start method, torch, the window watched, its command and ranks."""
+    job = snapshot.job
     lines = [
         f"job {job.pid} · {job.state} · start method {job.start_method} · torch {job.torch_version or NA}"
         f" · window {snapshot.window_s:.1f}s · {snapshot.taken_at}",
@@ -29,15 +41,27 @@ def render(snapshot: Snapshot) -> str:
     ]
     if job.launcher_pid:
         lines.append(f"  launcher {job.launcher_pid}, trainers (ranks) {', '.join(_ranks(snapshot)) or 'none running'}")
-    if system:
-        quota = f", quota {system.cpu_quota:g}" if system.cpu_quota else ""
-        lines.append(
-            f"system: CPUs allowed {system.cpus_allowed:g} of {system.cpus_logical}"
-            f" (affinity {cpu_list(system.cpu_affinity)}{quota}) · load {system.load_1m:.2f}"
-            f" · mem available {human_bytes(system.mem_available_bytes)}"
-            f" of {human_bytes(system.mem_total_bytes)} · swap used {human_bytes(system.swap_used_bytes)}"
-            f" · /dev/shm {human_bytes(system.shm_used_bytes)} of {human_bytes(system.shm_total_bytes)}"
-        )
+    return lines
+
+
+def _system(snapshot: Snapshot) -> list[str]:
+    """The CPUs the job may use, memory and /dev/shm: what the advice's capacity model reads."""
+    system = snapshot.system
+    if not system:
+        return []
+    quota = f", quota {system.cpu_quota:g}" if system.cpu_quota else ""
+    return [
+        f"system: CPUs allowed {system.cpus_allowed:g} of {system.cpus_logical}"
+        f" (affinity {cpu_list(system.cpu_affinity)}{quota}) · load {system.load_1m:.2f}"
+        f" · mem available {human_bytes(system.mem_available_bytes)}"
+        f" of {human_bytes(system.mem_total_bytes)} · swap used {human_bytes(system.swap_used_bytes)}"
+        f" · /dev/shm {human_bytes(system.shm_used_bytes)} of {human_bytes(system.shm_total_bytes)}"
+    ]
+
+
+def _gpus(snapshot: Snapshot) -> list[str]:
+    """Each GPU with the job's share of its memory, or why there are none to show."""
+    lines = []
     if not gpus_read(snapshot.gpu_status):
         lines.append(f"gpu: {GPU_STATUS_TEXT.get(snapshot.gpu_status, snapshot.gpu_status)}")
     for gpu in snapshot.gpus:
@@ -48,11 +72,15 @@ def render(snapshot: Snapshot) -> str:
             f" {human_bytes(gpu.pcie_rx_bytes_per_s, '/s')} tx {human_bytes(gpu.pcie_tx_bytes_per_s, '/s')}"
             f" · {number(gpu.power_w, 0)} W · {number(gpu.temperature_c, 0)} °C"
         )
-    lines.append("")
-    lines.append(
+    return lines
+
+
+def _processes(snapshot: Snapshot) -> list[str]:
+    """The process table, one row per process of the job."""
+    lines = [
         f"{'PID':>7} {'PPID':>7} {'ROLE':<8} {'STATE':<9} {'CPU%':>6} {'RSS':>7} {'USS':>7}"
         f" {'FDS/LIMIT':>11} {'THR':>4} {'READ/s':>8} {'RCHAR/s':>8}  {'ACTIVITY':<16} NAME"
-    )
+    ]
     for p in snapshot.processes:
         state = p.state if p.exit_code is None else f"{p.state}({p.exit_code})"
         lines.append(
@@ -60,7 +88,12 @@ def render(snapshot: Snapshot) -> str:
             f" {human_bytes(p.uss_bytes):>7} {_fds(p.num_fds, p.fd_limit):>11} {p.num_threads or NA:>4}"
             f" {human_bytes(p.read_bytes_per_s):>8} {human_bytes(p.read_chars_per_s):>8}  {_activity(p):<16} {p.name}"
         )
-    lines.append("")
+    return lines
+
+
+def _loaders(snapshot: Snapshot) -> list[str]:
+    """Each loader's settings as read, and where its trainer's time goes."""
+    lines = []
     for loader in snapshot.loaders:
         kind = f" · {loader.dataset_kind} dataset {loader.dataset or ''}".rstrip() if loader.dataset_kind else ""
         read = f", {loader.parts_read} seen read" if loader.parts_read is not None else ""
@@ -77,30 +110,38 @@ def render(snapshot: Snapshot) -> str:
                 f" {spent.waiting_for_data_percent:.0f}% · collate/pin {spent.collating_percent:.0f}%"
                 f" · epoch start {spent.starting_workers_percent:.0f}% · running {spent.running_percent:.0f}%"
             )
-    if snapshot.disks:
-        lines.append("")
+    return lines
+
+
+def _disks(snapshot: Snapshot) -> list[str]:
+    """Every block device as iostat shows it, the job's marked."""
+    if not snapshot.disks:
+        return []
+    lines = [
+        "",
+        f"{'DEVICE':<12} {'r/s':>7} {'w/s':>7} {'rkB/s':>9} {'wkB/s':>9} {'r_await':>8} {'w_await':>8}"
+        f" {'aqu-sz':>7} {'%util':>6}",
+    ]
+    for d in snapshot.disks:
+        mark = "*" if d.used_by_job else " "
         lines.append(
-            f"{'DEVICE':<12} {'r/s':>7} {'w/s':>7} {'rkB/s':>9} {'wkB/s':>9} {'r_await':>8} {'w_await':>8}"
-            f" {'aqu-sz':>7} {'%util':>6}"
+            f"{mark}{d.device:<11} {d.reads_per_s:>7.1f} {d.writes_per_s:>7.1f} {d.read_bytes_per_s / 1024:>9.1f}"
+            f" {d.write_bytes_per_s / 1024:>9.1f} {number(d.r_await_ms, 2):>8} {number(d.w_await_ms, 2):>8}"
+            f" {d.aqu_sz:>7.2f} {d.util_percent:>6.1f}"
         )
-        for d in snapshot.disks:
-            mark = "*" if d.used_by_job else " "
-            lines.append(
-                f"{mark}{d.device:<11} {d.reads_per_s:>7.1f} {d.writes_per_s:>7.1f} {d.read_bytes_per_s / 1024:>9.1f}"
-                f" {d.write_bytes_per_s / 1024:>9.1f} {number(d.r_await_ms, 2):>8} {number(d.w_await_ms, 2):>8}"
-                f" {d.aqu_sz:>7.2f} {d.util_percent:>6.1f}"
-            )
-        lines.append("(* = a device the job has files open on)")
-    lines.extend(_findings(snapshot))
-    if snapshot.pending:
-        lines.append("")
-        lines.append("not judged yet (watch longer):")
-        for waiting in snapshot.pending:
-            ready = f"; about {waiting.ready_in_s:g}s more" if waiting.ready_in_s is not None else ""
-            lines.append(f"  {waiting.id}: needs {waiting.needs}{ready}")
-    if sampling_broken(snapshot.stacks_status):
-        lines.append(f"stacks: {snapshot.stacks_status}" + (f" ({snapshot.stacks_fix})" if snapshot.stacks_fix else ""))
-    return "\n".join(lines)
+    lines.append("(* = a device the job has files open on)")
+    return lines
+
+
+def _pending(snapshot: Snapshot) -> list[str]:
+    """What the window was too short to judge: a silent report must not read as healthy."""
+    if not snapshot.pending:
+        return []
+    lines = ["", "not judged yet (watch longer):"]
+    for waiting in snapshot.pending:
+        ready = f"; about {waiting.ready_in_s:g}s more" if waiting.ready_in_s is not None else ""
+        lines.append(f"  {waiting.id}: needs {waiting.needs}{ready}")
+    return lines
 
 
 def _ranks(snapshot: Snapshot) -> list[str]:

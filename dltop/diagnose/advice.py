@@ -181,35 +181,16 @@ def _input_bound_advice(
     if cap.missing is not None:
         return (f"{now}. dltop cannot size num_workers yet: it needs {cap.missing}.",
                 f"Not enough evidence for a number yet: dltop needs {cap.missing}.", None, None)  # fmt: skip
-    speedup = cap.speedup or 1.0  # nothing missing: known
     limit = "the CPUs the job may use stop" if cap.limited_by_cpus else "its own pace stops"
-    reach = f"{now}. The trainer could run {speedup:.2f}x faster before {limit} it"
+    reach = f"{now}. The trainer could run {(cap.speedup or 1.0):.2f}x faster before {limit} it"
     if binding == "disk":
         return (f"{reach}, but the disk it reads is saturated.",
                 f"More workers will not help: the disk is saturated (see {DISK_SATURATED}).", None, None)  # fmt: skip
-    reshard = _reshard(cap) if binding == "parts" else None
-    change: dict[str, int] = {}
-    parts: list[str] = []
-    if threads is not None:
-        parts.append(
-            f"OMP_NUM_THREADS={threads} for the trainer (or torch.set_num_threads({threads})): its intra-op"
-            f" threads use {cap.trainer_threads_cpu:.1f} of the {cap.cpus_allowed:g} CPUs its workers need"
-        )
-        change["OMP_NUM_THREADS"] = threads
     more = suggested if suggested is not None and suggested > workers else None  # the workers to ask for
+    reshard = _reshard(cap) if binding == "parts" else None
+    parts, change = _changes(cap, more, threads, reshard)
     if more is not None:
-        parts.append(loader_change(loader, num_workers=more) + _across_ranks(cap, more))
-        change["num_workers"] = more
-    if reshard is not None:
-        parts.append(reshard)
-    who = "Its workers" if workers else "The fetch"
-    io = f" {who} mostly wait (storage, network) rather than compute, so more workers than CPUs fit." if (
-        more is not None and cap.io_bound_workers and more > (cap.cpus_per_rank or more)) else ""  # fmt: skip
-    if more is not None:
-        capped = f" (capped by {binding})" if binding else ""
-        each = min(1.0, (workers * cap.figures.busy if workers else wait) * speedup / more)
-        detail = (f"{reach}: that takes about {more} worker(s){capped}{_within(cap)}, each busy about"
-                  f" {each * 100:.0f}%.{io}{_parts_needed(cap, more)}{_since(cap)}")  # fmt: skip
+        detail = f"{reach}: {_more_workers_story(cap, wait, more, binding)}"
         replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more)
     else:
         what = f"{binding} limit" if binding else "no more are needed at this pace"
@@ -221,6 +202,40 @@ def _input_bound_advice(
             + " (decode smaller images, cache preprocessed samples, move augmentation to the GPU)"
         )  # fmt: skip
     return detail, "; then ".join(parts), change or None, replay
+
+
+def _changes(
+    cap: Capacity, more: Optional[int], threads: Optional[int], reshard: Optional[str]
+) -> tuple[list[str], dict[str, int]]:
+    """(the changes in words, as data), in the order to make them: the trainer's intra-op threads
+    first where they take the workers' CPUs, then the workers, then the source's parts."""
+    parts: list[str] = []
+    change: dict[str, int] = {}
+    if threads is not None:
+        parts.append(
+            f"OMP_NUM_THREADS={threads} for the trainer (or torch.set_num_threads({threads})): its intra-op"
+            f" threads use {cap.trainer_threads_cpu:.1f} of the {cap.cpus_allowed:g} CPUs its workers need"
+        )
+        change["OMP_NUM_THREADS"] = threads
+    if more is not None:
+        parts.append(loader_change(cap.loader, num_workers=more) + _across_ranks(cap, more))
+        change["num_workers"] = more
+    if reshard is not None:
+        parts.append(reshard)
+    return parts, change
+
+
+def _more_workers_story(cap: Capacity, wait: float, more: int, binding: Optional[str]) -> str:
+    """Why ``more`` workers: how busy each would be, the range that fits the wait's noise, whether
+    they wait on I/O (so more of them than CPUs fit), the parts they need, and what it said before."""
+    workers, speedup = cap.workers, cap.speedup or 1.0
+    who = "Its workers" if workers else "The fetch"
+    io = f" {who} mostly wait (storage, network) rather than compute, so more workers than CPUs fit." if (
+        cap.io_bound_workers and more > (cap.cpus_per_rank or more)) else ""  # fmt: skip
+    capped = f" (capped by {binding})" if binding else ""
+    each = min(1.0, (workers * cap.figures.busy if workers else wait) * speedup / more)
+    return (f"that takes about {more} worker(s){capped}{_within(cap)}, each busy about"
+            f" {each * 100:.0f}%.{io}{_parts_needed(cap, more)}{_since(cap)}")  # fmt: skip
 
 
 def _across_ranks(cap: Capacity, per_rank: int) -> str:

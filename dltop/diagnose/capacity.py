@@ -150,16 +150,11 @@ def _every_capacity(window: Window, settings: Settings) -> list[Capacity]:
 
 
 def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capacity:
+    """One loader's capacity: its figures over the window, the workers it needs, and what caps them."""
     latest = window.latest
     wait = trusted_wait(loader, settings.min_stack_samples)
-    pids = set(loader.worker_pids)
-    workers = max(loader.num_workers, len(pids))
-    figures = worker_figures(window, pids)
-    if workers and not figures.sampled and wait is not None and wait * 100 >= settings.input_bound_percent:
-        # no stack of theirs yet (short-lived workers exit before their first dump): workers that
-        # cannot keep up work all the time, whatever their CPU says (they may wait on I/O); an
-        # idle one would have a batch ready and the trainer would not wait (prefetch_factor)
-        figures = dataclasses.replace(figures, busy=1.0)
+    workers = max(loader.num_workers, len(set(loader.worker_pids)))
+    figures = _worker_figures(window, loader, workers, wait, settings)
     system = latest.system
     allowed = system.cpus_allowed if system is not None else None
     ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ENDED))
@@ -172,12 +167,51 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     missing = _missing(wait, workers, figures, allowed, job_cores)
     needed, needed_range = None, None
     if missing is None and wait is not None:  # nothing missing: the wait is known
-        spread = settings.advice_spread_errors * (wait_error(loader) or 0.0)
-        low, central, high = (
-            _workers_needed(max(0.0, min(w, settings.max_wait_share)), workers, figures.busy, by_cpus, settings)
-            for w in (wait - spread, wait, wait + spread)
-        )
-        needed, needed_range = central, (low, high)
+        needed, needed_range = _needed(loader, wait, workers, figures, by_cpus, settings)
+    caps, parts_source = _caps(window, loader, workers, figures, settings)
+    per_rank = allowed / ranks if allowed else None
+    return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, pace,
+                    by_cpus, needed, caps, missing, needed_range,
+                    window.shown_advice.get(advice_key(loader)), ranks, parts_source, settings)  # fmt: skip
+
+
+def _worker_figures(
+    window: Window, loader: LoaderSample, workers: int, wait: Optional[float], settings: Settings
+) -> WorkerFigures:
+    """The workers' figures over the window; busy all the time where none of their stacks was read
+    yet and the trainer waits: short-lived workers exit before their first dump, and workers that
+    cannot keep up work all the time, whatever their CPU says (they may wait on I/O); an idle one
+    would have a batch ready and the trainer would not wait (prefetch_factor)."""
+    figures = worker_figures(window, set(loader.worker_pids))
+    if workers and not figures.sampled and wait is not None and wait * 100 >= settings.input_bound_percent:
+        return dataclasses.replace(figures, busy=1.0)
+    return figures
+
+
+def _needed(
+    loader: LoaderSample,
+    wait: float,
+    workers: int,
+    figures: WorkerFigures,
+    by_cpus: Optional[float],
+    settings: Settings,
+) -> tuple[int, tuple[int, int]]:
+    """(workers needed at the measured wait, at the wait minus and plus its spread): every count in
+    the range fits the measurement, so advice need not move with its noise."""
+    spread = settings.advice_spread_errors * (wait_error(loader) or 0.0)
+    low, central, high = (
+        _workers_needed(max(0.0, min(w, settings.max_wait_share)), workers, figures.busy, by_cpus, settings)
+        for w in (wait - spread, wait, wait + spread)
+    )
+    return central, (low, high)
+
+
+def _caps(
+    window: Window, loader: LoaderSample, workers: int, figures: WorkerFigures, settings: Settings
+) -> tuple[dict[str, int], Optional[str]]:
+    """(workers at most by memory | disk | parts, how the parts were learnt): what stops more
+    workers from helping whatever the model asks for."""
+    system = window.latest.system
     caps: dict[str, int] = {}
     if system is not None and figures.memory and workers:
         room = settings.workers_memory_share * system.mem_available_bytes
@@ -187,10 +221,7 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     parts, parts_source = source_parts(window, loader, settings)
     if parts is not None:  # an iterable source: a worker beyond its parts gets nothing
         caps["parts"] = max(1, parts)
-    per_rank = allowed / ranks if allowed else None
-    return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, pace,
-                    by_cpus, needed, caps, missing, needed_range,
-                    window.shown_advice.get(advice_key(loader)), ranks, parts_source, settings)  # fmt: skip
+    return caps, parts_source
 
 
 def advice_key(loader: LoaderSample) -> tuple[int, str]:

@@ -196,26 +196,20 @@ def ranks_restarted(window: Window, settings: Settings) -> list[Finding]:
     other nodes, is no restart). The launcher's log names the rank that failed first; dltop sees
     which ranks went, and their status where it caught it."""
     latest = window.latest
-    if latest.job.state != "running" or latest.job.launcher_pid is None:
+    launcher = latest.job.launcher_pid
+    if latest.job.state != "running" or launcher is None:
         return []
     alive = {p.pid: p for p in latest.processes if p.state not in ENDED}
     running = [p for p in alive.values() if p.role == "trainer"]
-    ended: dict[int, ProcessSample] = {}
-    for tick in window.ticks:
-        ended.update({p.pid: p for p in tick.processes if p.role == "trainer" and p.pid not in alive})
     starts = [count for count in map(_restart, running) if count is not None]
     if not starts:
         return []
     restart = max(starts)
-    went = sorted(
-        (p for p in ended.values() if _started_before(p, restart)),
-        key=lambda p: (p.rank is None, p.rank, p.pid),
-    )
+    went = _ended_before(window, alive, restart)
     if not went:
         return []
     allowed = next((p.placement.max_restarts for p in running if p.placement and p.placement.max_restarts), None)
     listed = "; ".join(f"{_rank_name(p)} {_ending(p.exit_code, 'ended (status not seen)')}" for p in went)
-    launcher = latest.job.launcher_pid
     return [
         Finding(
             id=RANKS_RESTARTED,
@@ -237,6 +231,18 @@ def ranks_restarted(window: Window, settings: Settings) -> list[Finding]:
             impact=0.5,
         )
     ]
+
+
+def _ended_before(window: Window, alive: dict[int, ProcessSample], restart: int) -> list[ProcessSample]:
+    """The trainers of the window no longer running that belonged to an earlier start than
+    ``restart``, by rank: a rank that ended beside others of its own start is no restart."""
+    ended: dict[int, ProcessSample] = {}
+    for tick in window.ticks:
+        ended.update({p.pid: p for p in tick.processes if p.role == "trainer" and p.pid not in alive})
+    return sorted(
+        (p for p in ended.values() if _started_before(p, restart)),
+        key=lambda p: (p.rank is None, p.rank, p.pid),
+    )
 
 
 def _restart(trainer: ProcessSample) -> Optional[int]:

@@ -295,6 +295,16 @@ def starving_workers(window: Window, loader: LoaderSample, settings: Settings) -
     down while its siblings go on; both show here, against siblings that work."""
     if loader.dataset_kind != "iterable" or loader.num_workers < 2:
         return Starving([], 0)
+    idle = _idle_beside_working(window, loader, settings)
+    if idle is None:
+        return Starving([], 0)
+    ended, left = _ended_early(window, loader)
+    return Starving(idle, ended, left)
+
+
+def _idle_beside_working(window: Window, loader: LoaderSample, settings: Settings) -> Optional[list[int]]:
+    """The workers idle in every one of enough stacks, where their siblings work: None when the
+    siblings idle too (a loader between passes starves no one)."""
     busy: dict[int, list[bool]] = {}
     for tick in window.per_tick(_worker_activities, frozenset(loader.worker_pids)):
         for pid, fetching in tick.items():
@@ -303,14 +313,20 @@ def starving_workers(window: Window, loader: LoaderSample, settings: Settings) -
     idle = sorted(pid for pid, share in shares.items() if share == 0)
     working = [share for pid, share in shares.items() if pid not in idle]
     if not working or sum(working) / len(working) * 100 < settings.starving_siblings_busy_percent:
-        return Starving([], 0)
+        return None
+    return idle
+
+
+def _ended_early(window: Window, loader: LoaderSample) -> tuple[int, list[int]]:
+    """(workers fewer than num_workers for most of the window, those of them seen leave): torch
+    shuts down a non-persistent worker whose part is done while its siblings go on."""
     alive = [n for n in window.per_tick(_alive_workers, loader.trainer_pid, loader.dataset) if n is not None]
     typical = sorted(alive)[len(alive) // 2] if alive else loader.num_workers
     ended = max(0, loader.num_workers - typical) if not loader.persistent_workers else 0
     # the workers seen leave cleanly while the trainer ran: the newest ones are those of this epoch
     left = sorted((w for w in loader.workers_exited if w.cause == "ended" and w.trainer_running),
                   key=lambda w: w.gone_at)  # fmt: skip
-    return Starving(idle, ended, sorted(w.pid for w in left[-ended:]) if ended else [])
+    return ended, sorted(w.pid for w in left[-ended:]) if ended else []
 
 
 def source_parts(window: Window, loader: LoaderSample, settings: Settings) -> tuple[Optional[int], Optional[str]]:

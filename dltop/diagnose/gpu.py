@@ -31,31 +31,10 @@ def gpu_underutilized(window: Window, settings: Settings) -> list[Finding]:
         if util >= settings.gpu_busy_percent:
             continue
         starving = [pid for pid in holders if pid in starved]
-        starting = [(ld, ld.trainer_time.starting_workers_percent) for ld in latest.loaders
-                    if ld.trainer_pid in holders and ld.trainer_time
-                    and ld.trainer_time.starting_workers_percent >= settings.input_bound_percent]  # fmt: skip
-        if starving:
-            trainer = starving[0]
-            cause = f"starved by input: trainer {trainer} waits for data {starved[trainer] * 100:.0f}% of the time"
-            suggestion = f"Feed it faster: see {INPUT_BOUND} for trainer {trainer}."
-        elif starting:
-            loader, spent = starting[0]
-            cause = f"idle while workers start: trainer {loader.trainer_pid} spends {spent:.0f}% of its time there"
-            suggestion = loader_change(loader, persistent_workers=True)
-        else:
-            waits = _settled_waits(latest, holders, settings)
-            if waits is None and sampling_works(latest.stacks_status):
-                continue  # a trainer's data wait is not judged yet (pending says so): no cause to name
-            if waits is None:
-                cause = "cause unknown: without stacks dltop cannot tell a wait for data from a slow step"
-            elif waits:
-                cause = f"the training step itself leaves it idle: its trainer waits for data only {max(waits):.0f}%"
-            else:
-                cause = "the training step itself leaves it idle"
-            suggestion = (
-                "Profile a few steps with torch.profiler: look for host-side work between kernels (.item(), "
-                ".cpu(), logging every step), small batches, or CPU-side augmentation in the step."
-            )
+        named = _cause(latest, holders, starving, starved, settings)
+        if named is None:
+            continue  # a trainer's data wait is not judged yet (pending says so): no cause to name
+        cause, suggestion = named
         findings.append(
             Finding(
                 id=GPU_UNDERUTILIZED,
@@ -75,6 +54,43 @@ def gpu_underutilized(window: Window, settings: Settings) -> list[Finding]:
             )
         )
     return findings
+
+
+def _cause(
+    latest: Snapshot, holders: list[int], starving: list[int], starved: dict[int, float], settings: Settings
+) -> Optional[tuple[str, str]]:
+    """(cause, suggestion) of an idle GPU, the likeliest first: a trainer on it starved by input,
+    workers starting every epoch, else the training step; None while that cannot be told yet."""
+    starting = [(ld, ld.trainer_time.starting_workers_percent) for ld in latest.loaders
+                if ld.trainer_pid in holders and ld.trainer_time
+                and ld.trainer_time.starting_workers_percent >= settings.input_bound_percent]  # fmt: skip
+    if starving:
+        trainer = starving[0]
+        cause = f"starved by input: trainer {trainer} waits for data {starved[trainer] * 100:.0f}% of the time"
+        return cause, f"Feed it faster: see {INPUT_BOUND} for trainer {trainer}."
+    if starting:
+        loader, spent = starting[0]
+        cause = f"idle while workers start: trainer {loader.trainer_pid} spends {spent:.0f}% of its time there"
+        return cause, loader_change(loader, persistent_workers=True)
+    return _step_cause(latest, holders, settings)
+
+
+def _step_cause(latest: Snapshot, holders: list[int], settings: Settings) -> Optional[tuple[str, str]]:
+    """The training step as the cause, said only once every trainer's wait is measured below
+    input-bound's line (or stacks are off, and it is said to be unknown)."""
+    waits = _settled_waits(latest, holders, settings)
+    if waits is None and sampling_works(latest.stacks_status):
+        return None
+    if waits is None:
+        cause = "cause unknown: without stacks dltop cannot tell a wait for data from a slow step"
+    elif waits:
+        cause = f"the training step itself leaves it idle: its trainer waits for data only {max(waits):.0f}%"
+    else:
+        cause = "the training step itself leaves it idle"
+    return cause, (
+        "Profile a few steps with torch.profiler: look for host-side work between kernels (.item(), "
+        ".cpu(), logging every step), small batches, or CPU-side augmentation in the step."
+    )
 
 
 def _settled_waits(latest: Snapshot, holders: list[int], settings: Settings) -> Optional[list[float]]:
