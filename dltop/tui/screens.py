@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 from typing import Optional
 
 from rich.text import Text
@@ -100,7 +101,9 @@ def _frames(text: Text, frames) -> Text:
     return text
 
 
-HELP = """\
+HELP_WIDTH = 76
+BADGE_HELP = textwrap.fill("Badge: " + ", ".join(f"{text} ({means})" for text, means in view.BADGES) + ".", HELP_WIDTH)
+HELP = f"""\
 dltop watches a PyTorch training job read-only: its trainers and DataLoader
 workers, what each is doing (py-spy stacks, non-blocking), how long the
 trainer waits for data, and what to change.
@@ -114,13 +117,11 @@ Keys
   ?            this help              ctrl+p   command palette
   q            quit (dltop demo also stops its job)
 
-Badge: HEALTHY, INPUT-BOUND (the trainer waits for data), ATTENTION (a
-warning), HUNG (a worker or trainer stuck on one frame), WORKER DIED,
-EXITED (the job ended: its last view stays until you quit).
+{BADGE_HELP}
 
 Columns: CPU% (100 = one core) · USS: memory the process alone holds ·
 FDS: open / limit · READ/s: from storage · ACTIVITY: from the newest stack
-(STUCK: the same stack, no CPU).
+(STUCK: the same stack, no CPU, past --hang-after; still 0:07: not yet).
 """
 
 
@@ -128,7 +129,8 @@ class HelpScreen(Screen):
     BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "back")]
 
     def compose(self) -> ComposeResult:
-        yield Static(HELP)
+        with VerticalScroll():  # taller than a 24-line terminal: it scrolls
+            yield Static(HELP)
         yield Footer()
 
 

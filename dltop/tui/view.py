@@ -26,6 +26,7 @@ from dltop.model import (
     Snapshot,
     TrainerTime,
     gpus_read,
+    judged_stuck,
     sampling_works,
     still_for,
 )
@@ -40,6 +41,18 @@ class Badge:
     text: str
 
 
+# every badge the view can show, with what it means (the help screen lists these)
+BADGES: tuple[tuple[str, str], ...] = (
+    ("HEALTHY", "no problem found"),
+    ("MEASURING", "no verdict yet: the data wait is still measured, or a finding holds its few seconds"),
+    ("NO STACKS", "stacks cannot be read: no data wait, activity or hang checks"),
+    ("INPUT-BOUND", "the trainer waits for data"),
+    ("ATTENTION", "a warning"),
+    ("RESTARTED", "the launcher started the ranks again"),
+    ("HUNG", "a worker or trainer stuck on one frame"),
+    ("WORKER DIED", "a worker exited with a signal or an error"),
+    ("EXITED", "the job ended: its last view stays until you quit"),
+)
 # a root cause with a badge of its own (a hang has HUNG; any other warning or error, ATTENTION)
 CAUSE_BADGES: dict[str, Badge] = {
     WORKER_DIED: Badge("dead", "WORKER DIED"),
@@ -216,25 +229,47 @@ def _descending(metric: int, row: Row) -> float:
 
 
 def _process_row(p: ProcessSample, taken: datetime, straggler: bool, hung: bool) -> Row:
-    role_order = ROLES.index(p.role)
-    trainer = p.trainer_pid if p.role != "launcher" else 0
-    rank = f" r{p.rank}" if p.rank is not None and p.role == "trainer" else ""
-    role = f"{p.role}{rank}" if p.role in ("trainer", "launcher") else f" └ {p.role}"
-    alert: Optional[Alert] = None
-    if straggler:
-        role, alert = f"slowest{rank}", "straggler"  # the rank that sets the run's pace (10 columns)
-    activity: str = p.activity if p.activity != "unknown" else ""
-    still = still_for(p)
-    if p.activity == "waiting-for-data" and (p.stuck_s or 0) >= DEFAULTS.still_notice_s:
-        activity = f"waiting {clock(p.stuck_s or 0)}"  # the trainer is not at fault: its workers are
-    elif p.activity == "stuck" or (still is not None and still >= DEFAULTS.still_notice_s):
-        activity = f"STUCK {clock(p.stuck_s or 0)}"
+    role, alert = _role_cell(p, straggler)
+    activity = activity_text(p)
     if hung:
         alert = "hung"
     if p.state == "zombie":  # exited, its parent has not reaped it yet
         alert = "dead" if (p.exit_code or 0) != 0 else "exited"
         activity = "ZOMBIE" if p.exit_code is None else f"ZOMBIE {exit_text(p.exit_code)}"
-    cells = {
+    metrics = (p.cpu_percent or 0.0, p.uss_bytes or p.rss_bytes or 0, p.read_bytes_per_s or 0.0)
+    trainer = p.trainer_pid if p.role != "launcher" else 0
+    group = (trainer or p.pid, ROLES.index(p.role), p.pid)
+    return Row(str(p.pid), p.pid, _cells(p, taken, role, activity), alert, group, metrics)
+
+
+def _role_cell(p: ProcessSample, straggler: bool) -> tuple[str, Optional[Alert]]:
+    """The ROLE cell and the row's alert: a trainer with its rank, a worker under its trainer,
+    and the rank that sets the run's pace called the slowest (10 columns), so it stands out."""
+    rank = f" r{p.rank}" if p.rank is not None and p.role == "trainer" else ""
+    if straggler:
+        return f"slowest{rank}", "straggler"
+    return (f"{p.role}{rank}" if p.role in ("trainer", "launcher") else f" └ {p.role}"), None
+
+
+def activity_text(p: ProcessSample) -> str:
+    """The ACTIVITY cell. STUCK only where the model judged it stuck (past --hang-after: what the
+    JSON and the text report say); a stack held still for less shows as ``still 0:07``, so a
+    worker in a slow read is not called stuck before it is; a trainer waiting for its workers
+    shows how long, since its workers, not it, are at fault."""
+    notice = DEFAULTS.still_notice_s
+    if p.activity == "waiting-for-data" and (p.stuck_s or 0) >= notice:
+        return f"waiting {clock(p.stuck_s or 0)}"
+    if judged_stuck(p):
+        return f"STUCK {clock(p.stuck_s or 0)}"
+    still = still_for(p)
+    if still is not None and still >= notice:
+        return f"still {clock(still)}"
+    return p.activity if p.activity != "unknown" else ""
+
+
+def _cells(p: ProcessSample, taken: datetime, role: str, activity: str) -> dict:
+    """The row's texts by column key, figures not read yet shown as such."""
+    return {
         "pid": str(p.pid),
         "role": role,
         "state": p.state if p.exit_code is None else f"{p.state}({p.exit_code})",
@@ -246,8 +281,6 @@ def _process_row(p: ProcessSample, taken: datetime, straggler: bool, hung: bool)
         "read": human_bytes(p.read_bytes_per_s),
         "age": clock((taken - _parse(p.started_at)).total_seconds()) if p.started_at else NA,
     }
-    metrics = (p.cpu_percent or 0.0, p.uss_bytes or p.rss_bytes or 0, p.read_bytes_per_s or 0.0)
-    return Row(str(p.pid), p.pid, cells, alert, (trainer or p.pid, role_order, p.pid), metrics)
 
 
 def _uss(p: ProcessSample) -> str:
