@@ -1,12 +1,16 @@
-"""One Snapshot per tick: walks the job, reads every source, turns counters into rates."""
+"""One Snapshot per tick: walks the job, reads every source, turns counters into rates.
+
+A tick is five steps (``Collector.tick``): what left is forgotten (every per-process record at
+once), the processes are sampled, then their stacks, then the workers' comings and goings and
+the trainers that ended, and last the job's state and its loaders (``loader_samples.py``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Optional, Protocol
 
 from dltop.collect.events.exits import ExitWatcher
 from dltop.collect.events.lifecycle import WorkerLifecycle
@@ -15,17 +19,14 @@ from dltop.collect.events.trainer_log import TrainerLogs
 from dltop.collect.host.disk import DiskSampler
 from dltop.collect.host.gpu import GpuSampler
 from dltop.collect.host.system import SystemSampler
-from dltop.collect.processes.discovery import PIN_THREAD_COMMS, WORKER_COMMS, Discovery, JobTree
-from dltop.collect.processes.loaders import loader_key, split_loaders
+from dltop.collect.loader_samples import LoaderSamples
+from dltop.collect.processes.discovery import WORKER_COMMS, Discovery, JobTree
 from dltop.collect.processes.placement import PlacementReader
-from dltop.collect.processes.shards import ShardFiles, parts_from_indices
 from dltop.collect.processes.stats import ProcessSampler, iso
-from dltop.collect.procfs import thread_names
-from dltop.collect.stacks.sampler import StackSampler
-from dltop.collect.stacks.source_lines import LoaderSite, SourceLines
-from dltop.frames import dataset_kind, worker_activity
-from dltop.frames import start_method as stack_start_method
-from dltop.model import DatasetKind, Frame, JobInfo, LoaderSample, ProcessSample, Snapshot, is_stuck
+from dltop.collect.stacks.sampler import NoStacks, Stacks, StackSampler
+from dltop.collect.stacks.source_lines import SourceLines
+from dltop.frames import worker_activity
+from dltop.model import Frame, JobInfo, LoaderSample, ProcessSample, Snapshot, is_stuck
 from dltop.redact import redact_command
 from dltop.settings import DEFAULTS, Settings
 
@@ -33,8 +34,10 @@ from dltop.settings import DEFAULTS, Settings
 # read a tick at least (a torch process's costs ~3 ms: the kernel walks its page tables).
 MEMORY_BUDGET_S = 0.003
 SETTLE_S = 1.5
-PIN_TTL_S = 5.0
 CODED_FRAMES_MAX = 20_000  # frames kept with their source line (a job's code has far fewer places)
+
+Key = tuple[int, int]  # (pid, start ticks): a process, whatever reuses its pid later
+Live = list[tuple[int, int, str]]  # (pid, start ticks, role) of the processes not ended
 
 
 class Collector:
@@ -65,259 +68,68 @@ class Collector:
         self._command: Callable[[list[str]], str] = " ".join if show_secrets else redact_command
         self.discovery = Discovery()
         self.tree: JobTree = self.discovery.resolve(pid)
-        self.stacks = StackSampler(self.tree.root_pid, py_spy=py_spy, clock=clock, wall=wall) if stacks else None
+        self.stacks: Stacks = (
+            StackSampler(self.tree.root_pid, py_spy=py_spy, clock=clock, wall=wall) if stacks else NoStacks()
+        )
         self.exits = ExitWatcher()
         self.startups = StartupWatcher(WORKER_COMMS)
-        self._probed_loaders: set = set()
-        if self.stacks is not None:
-            self.stacks.startups = self.startups.intervals
-            self._probed_loaders = self.stacks.probe_loaders(self.tree.trainer_pids)
+        self.stacks.startups = self.startups.intervals
+        self._probed_loaders = self.stacks.probe_loaders(self.tree.trainer_pids)
         self.sources = SourceLines()
         self.logs = TrainerLogs()
-        self.shards = ShardFiles(clock)
-        self._parts: dict = {}  # (trainer pid, dataset class) -> (parts, where counted): known stays known
-        self._exit_codes: dict = {}  # pid -> exit code caught by the watcher (workers and trainers)
-        self._known_loaders: dict = {}  # trainer pid -> {loader key: config}
-        self._seen_workers: dict = {}  # (trainer pid, loader key) -> _SeenWorkers
-        self._last_trainer_time: dict = {}  # trainer pid -> TrainerTime last measured
-        self._main_runs: dict = {}  # (pid, start ticks) of a trainer -> (clock, main thread run ns)
-        self._sites: dict[tuple, Optional[LoaderSite]] = {}  # (trainer pid, dataset class) -> the call building it
-        self._coded: dict = {}  # pid -> (stack, the stack with source lines)
-        self._coded_frames: dict = {}  # frame -> the frame with its source line (files are read once)
-        self._pin_cache: dict = {}  # trainer pid -> (clock, pin_memory)
+        self.lifecycle = WorkerLifecycle()
+        self.loaders = LoaderSamples(self.stacks, self.lifecycle, self.logs, self.sources, clock)
         self.processes = ProcessSampler(clock, wall)
         self.placements = PlacementReader()
+        self._main_threads = _MainThreadCpu()
+        self._coded = _CodedStacks(self.sources)
+        # every record kept per process: each forgets the processes that left, at the tick's start
+        self._per_process: tuple[_PerProcess, ...] = (self.processes, self.placements, self._main_threads, self._coded)
         self.system = SystemSampler()
         self.disks = DiskSampler(clock)
         self.gpu = gpu if gpu is not None else GpuSampler()
-        self.lifecycle = WorkerLifecycle()
         self.keep_ended_s = keep_ended_s
-        self._ran_at: dict[int, float] = {}  # trainer pid -> when last seen running
+        self._trainers = _Trainers((self.lifecycle, self.logs, self.loaders))
         self._last_tick: Optional[float] = None
         self._job_started_at: Optional[str] = None
 
     def tick(self, full_memory: bool = False) -> Snapshot:
-        """One sample of the job. ``full_memory`` re-reads every USS/PSS whatever it costs."""
+        """One sample of the job: forget what left, sample the processes, their stacks (and the
+        trainers' main threads), follow the workers' lifecycle, then the job's state and loaders.
+        ``full_memory`` re-reads every USS/PSS whatever it costs."""
         now = self._clock()
         window = 0.0 if self._last_tick is None else now - self._last_tick
         self._last_tick = now
         self._share_stack_evidence()
         tree = self.tree = self.discovery.refresh(self.tree)
         stats = self.discovery.table.stats
-
-        self.discovery.forget_except(set(stats))
-        # processes that left are forgotten before the samples, which match them with their parent's cutime
-        self.processes.forget_except({(pid, stats[pid].start_ticks) for pid in tree.members if pid in stats})
+        self._forget_gone(tree, stats)
         samples = self._sample_processes(tree, stats, full_memory)
-        alive = {(s.pid, stats[s.pid].start_ticks) for s in samples}
-        self.placements.forget_except(alive)
-        for key in set(self._main_runs) - alive:
-            del self._main_runs[key]
-        for gone in set(self._coded) - {s.pid for s in samples}:
-            del self._coded[gone]
         live = [(s.pid, stats[s.pid].start_ticks, s.role) for s in samples if s.state != "zombie"]
-        schedstats = self.processes.schedstats
-        for pid, start_ticks, role in live:
-            if role in ("worker", "trainer"):
-                self.exits.watch(pid, start_ticks)
-        if tree.names_expected:  # a worker is ready when _worker_loop names it
-            for s in samples:
-                if s.role == "worker" and s.state != "zombie":
-                    self.startups.watch(s.pid, stats[s.pid].start_ticks, s.trainer_pid, s.name)
-        caught = self.exits.take()
-        self._exit_codes.update({pid: code for pid, code in caught.items() if pid in self._ran_at})  # trainers'
-        if self.stacks is not None:
-            self.stacks.update([(pid, ticks, role, schedstats.get((pid, ticks))) for pid, ticks, role in live])
-            samples = [self._with_stack(s) for s in samples]
-            self._ready_by_stack(samples, stats, now)
-        samples = [self._with_main_thread(s, stats[s.pid].start_ticks, now) if s.role == "trainer" else s
-                   for s in samples]  # fmt: skip
+        caught = self._watch_exits(samples, stats, live)
+        samples = self._read_stacks(samples, stats, live, now)
+        samples = self._read_main_threads(samples, stats, now)
         by_pid = {s.pid: s for s in samples}
-        if tree.root_pid in by_pid and self._job_started_at is None:
-            self._job_started_at = by_pid[tree.root_pid].started_at
+        running = self._follow_lifecycle(now, samples, by_pid, caught)
+        return self._snapshot(window, tree, samples, by_pid, running)
 
-        workers = {s.pid: s.trainer_pid for s in samples if s.role == "worker"}
-        zombies = {s.pid: s.exit_code for s in samples if s.state == "zombie"}
-        running_trainers = [p for p in tree.trainer_pids if p in by_pid and by_pid[p].state != "zombie"]
-        # torchrun outlives its ranks while it restarts them (--max-restarts) or waits for other nodes':
-        # the job runs on (a shell or an mp.spawn parent whose ranks ended is a job that ended)
-        launcher = by_pid.get(tree.launcher_pid) if tree.launcher_pid is not None else None
-        between_ranks = (
-            not running_trainers
-            and launcher is not None
-            and launcher.state != "zombie"
-            and self.discovery.is_launcher(launcher.pid)
-        )
-        self.lifecycle.update(
-            now, iso(self._wall()), workers, {**caught, **zombies}, set(running_trainers), self._last_known
-        )
-        for trainer in running_trainers:
-            self.logs.attach(trainer)
-            self._ran_at[trainer] = now
-        for trainer in self.lifecycle.trainers:
-            self.lifecycle.late_codes(trainer, self.logs.worker_errors(trainer), from_log=True)
-        self._forget_ended_trainers(now, running_trainers)
-        # Trainers that exited keep their loader entry: its exited workers are the evidence.
-        trainers = sorted(set(running_trainers) | set(self.lifecycle.trainers))
-        loaders = [loader for t in trainers for loader in self._loaders(t, tree, by_pid)]
-        live_pids = [s.pid for s in samples if s.state != "zombie"]
-        anchor = running_trainers[0] if running_trainers else tree.root_pid
-        system = self.system.sample(anchor) if live_pids else None
-        return Snapshot(
-            taken_at=iso(self._wall()),
-            window_s=window,
-            job=JobInfo(
-                pid=tree.root_pid,
-                requested_pid=tree.requested_pid,
-                cmdline=self._command(self.discovery.cmdline(tree.root_pid)),
-                state="running" if running_trainers or between_ranks else "exited",
-                exit_code=self._trainer_exit_code(tree, by_pid) if not (running_trainers or between_ranks) else None,
-                start_method=next((ld.start_method for ld in loaders if ld.start_method != "unknown"), "unknown"),
-                trainer_pids=tree.trainer_pids,
-                launcher_pid=tree.launcher_pid,
-                torch_version=tree.torch_version,
-                started_at=self._job_started_at,
-            ),
-            system=system,
-            processes=samples,
-            loaders=loaders,
-            gpus=self.gpu.sample(live_pids),
-            gpu_status=self.gpu.status,
-            disks=self.disks.sample(live_pids),
-            stacks_status=self.stacks.status if self.stacks else "off",
-            stacks_fix=self.stacks.fix if self.stacks else None,
-        )
-
-    def _forget_ended_trainers(self, now: float, running: list[int]) -> None:
-        """A trainer that ended is history once other ranks run and ``keep_ended_s`` has passed
-        (a restart's old ranks): its loader entry and series go. While none runs (the job
-        ending, or between a restart's ranks) every one stays: its exited workers are evidence."""
-        if not running:
-            return
-        for pid in [p for p, at in self._ran_at.items() if p not in running and now - at > self.keep_ended_s]:
-            del self._ran_at[pid]
-            self.lifecycle.forget(pid)
-            self.logs.forget(pid)
-            for per_trainer in (self._known_loaders, self._last_trainer_time, self._pin_cache, self._exit_codes):
-                per_trainer.pop(pid, None)
-            for keyed in (self._seen_workers, self._parts, self._sites):
-                for key in [k for k in keyed if k[0] == pid]:
-                    del keyed[key]
-        self.shards.forget_except(set(self._ran_at))
+    # -- the tick's steps ----------------------------------------------------------------
 
     def _share_stack_evidence(self) -> None:
         """Tell discovery what stacks and the worker history proved: which processes run
         ``_worker_loop`` (or another target), and which trainers run a DataLoader with workers."""
         self.discovery.loader_trainers = {t for t, h in self.lifecycle.trainers.items() if h.started_total}
         self.discovery.loader_trainers |= self._probed_loaders
-        if self.stacks is None:
-            return
-        procs = self.stacks.procs.values()
-        self.discovery.stack_kinds = {(p.pid, p.start_ticks): p.kind for p in procs if p.kind}
-        self.discovery.loader_trainers |= {p.pid for p in procs if p.trainer_samples.worker_loader}
+        self.discovery.stack_kinds = self.stacks.stack_kinds()
+        self.discovery.loader_trainers |= self.stacks.loader_trainers()
 
-    def watch(self, pid: Optional[int]) -> None:
-        """The process a person is looking at gets a fresh (non-blocking) stack every tick."""
-        if self.stacks is not None:
-            self.stacks.requested = {pid} if pid else set()
-
-    def share_budget(self, share: float) -> None:
-        """This job's part (0-1) of one live view's stack budget."""
-        if self.stacks is not None:
-            self.stacks.share = share
-
-    def settle(self, timeout_s: float = SETTLE_S) -> None:
-        """Wait (briefly) for py-spy runs under way, so the next tick has their results."""
-        if self.stacks is not None:
-            self.stacks.wait_pending(self._clock() + timeout_s)
-
-    def __enter__(self) -> Collector:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop py-spy runs and the exit watcher (dltop quits; the job goes on)."""
-        if self.stacks is not None:
-            self.stacks.close()
-        self.exits.close()
-        self.startups.close()
-        self.logs.close()
-
-    def _with_stack(self, sample: ProcessSample) -> ProcessSample:
-        stacks = self.stacks
-        proc = stacks.procs.get(sample.pid) if stacks is not None else None
-        if sample.state == "zombie":
-            return sample
-        if stacks is None or proc is None or proc.stack is None:
-            # this torch names its workers as _worker_loop begins: an unnamed one is still starting
-            unnamed = self.tree.names_expected and not sample.name.startswith(WORKER_COMMS)
-            return replaced(sample, activity="starting") if sample.role == "worker" and unnamed else sample
-        config = proc.loader_config or {}
-        still = _Still(stacks.activity(sample.pid), proc.hang.stuck_s)
-        return replaced(
-            sample,
-            worker_id=config.get("worker_id"),
-            activity="stuck" if is_stuck(still, self.settings.hang_after_s) else still.activity,
-            stack=self._with_code(sample.pid, proc.stack),
-            stack_at=iso(proc.stack_wall) if proc.stack_wall else None,
-            stuck_s=still.stuck_s,
-        )
-
-    def _ready_by_stack(self, samples: list, stats: dict, now: float) -> None:
-        """Workers whose stack shows them past start-up (in _worker_loop's loop) were ready when it was sampled."""
-        wall, stacks = self._wall(), self.stacks
-        for s in samples:
-            if stacks is not None and s.role == "worker" and s.stack_at and s.activity not in ("starting", "unknown"):
-                proc = stacks.procs.get(s.pid)
-                if proc is not None and proc.stack_wall is not None:
-                    self.startups.ready(s.pid, stats[s.pid].start_ticks, now - (wall - proc.stack_wall))
-
-    def _with_main_thread(self, sample: ProcessSample, start_ticks: int, now: float) -> ProcessSample:
-        """A trainer's main thread CPU alone (schedstat): what it uses beyond that runs in other
-        threads, mostly torch's intra-op pool, which competes with the workers for CPUs."""
-        key = (sample.pid, start_ticks)
-        reading = self.processes.schedstats.get(key)
-        if reading is None or sample.state == "zombie":
-            return sample
-        before, self._main_runs[key] = self._main_runs.get(key), (now, reading[0])
-        if before is None or now <= before[0]:
-            return sample
-        share = max(0.0, (reading[0] - before[1]) / 1e9 / (now - before[0]) * 100)
-        return replaced(sample, main_thread_cpu_percent=share)
-
-    def _with_code(self, pid: int, stack: tuple) -> list:
-        """The stack with source lines, worked out once per new stack (not every tick)."""
-        cached = self._coded.get(pid)
-        if cached is None or cached[0] is not stack:
-            cached = self._coded[pid] = (stack, [self._coded_frame(pid, f) for f in stack])
-        return cached[1]
-
-    def _coded_frame(self, pid: int, frame: Frame) -> Frame:
-        """A frame with its source line, built once: a trainer's stacks arrive every tick and share
-        most of their frames (SourceLines keeps a file's lines by its path, so a frame's line is
-        the same whichever process showed it)."""
-        coded = self._coded_frames.get(frame)
-        if coded is None:
-            if len(self._coded_frames) >= CODED_FRAMES_MAX:
-                self._coded_frames.clear()
-            coded = self._coded_frames[frame] = dataclasses.replace(
-                frame, code=self.sources.line(pid, frame.file, frame.line)
-            )
-        return coded
-
-    def _last_known(self, pid: int) -> tuple:
-        """(activity, stack) of a worker that just went away, from its last dump."""
-        proc = self.stacks.departed.get(pid) if self.stacks else None
-        if proc is None or proc.stack is None:
-            return "unknown", None
-        return worker_activity(list(proc.stack)), list(proc.stack)
-
-    def _trainer_exit_code(self, tree: JobTree, by_pid: dict) -> Optional[int]:
-        codes = [by_pid[p].exit_code for p in tree.trainer_pids if p in by_pid and by_pid[p].exit_code is not None]
-        codes += [self._exit_codes[p] for p in tree.trainer_pids if self._exit_codes.get(p) is not None]
-        return next((c for c in codes if c != 0), codes[0] if codes else None)
+    def _forget_gone(self, tree: JobTree, stats: dict) -> None:
+        """Processes that left are forgotten by every per-process record, before the samples
+        (which match them with their parent's cutime)."""
+        self.discovery.forget_except(set(stats))
+        alive = {(pid, stats[pid].start_ticks) for pid in tree.members if pid in stats}
+        for record in self._per_process:
+            record.forget_except(alive)
 
     def _sample_processes(self, tree: JobTree, stats: dict, full_memory: bool) -> list:
         """Every member's figures; USS/PSS re-read oldest first while the CPU budget lasts."""
@@ -345,146 +157,271 @@ class Collector:
                 samples.append(sample)
         return sorted(samples, key=lambda s: s.pid)
 
-    def _loaders(self, trainer: int, tree: JobTree, by_pid: dict) -> list:
-        """One LoaderSample per DataLoader of this trainer (one per trainer until stacks tell them apart).
+    def _watch_exits(self, samples: list, stats: dict, live: Live) -> dict:
+        """Watch workers and trainers for their exit status, and workers for the moment they are
+        ready; {pid: exit code} of the exits caught since the last tick."""
+        for pid, start_ticks, role in live:
+            if role in ("worker", "trainer"):
+                self.exits.watch(pid, start_ticks)
+        if self.tree.names_expected:  # a worker is ready when _worker_loop names it
+            for s in samples:
+                if s.role == "worker" and s.state != "zombie":
+                    self.startups.watch(s.pid, stats[s.pid].start_ticks, s.trainer_pid, s.name)
+        caught = self.exits.take()
+        self._trainers.caught(caught)
+        return caught
 
-        Settings not read from a worker's ``_worker_loop`` yet are what the workers showed: the
-        most alive at once, the start method of the last ones seen (short epochs leave moments
-        with no worker alive at all).
-        """
-        worker_pids = [p for p in tree.workers_of(trainer) if p in by_pid and by_pid[p].state != "zombie"]
-        methods = {p: tree.members[p].start_method or stack_start_method(by_pid[p].stack or []) for p in worker_pids}
-        configs = {p: self._loader_config(p) for p in worker_pids}
-        keyed = split_loaders(worker_pids, configs, methods, self._known_loaders.setdefault(trainer, {}))
-        keys = [key for key, _ in keyed]
-        trainer_time = self._trainer_time(trainer)
-        exited = self.lifecycle.exited(trainer)
-        respawns = self.lifecycle.respawns(trainer)
-        loaders = []
-        for index, (key, group) in enumerate(keyed):
-            mine = [w for w in exited if self._exit_group(w, keys, methods) == index]
-            persistent = group.config.get("persistent_workers", self.lifecycle.persistent(trainer))
-            seen = self._seen_workers.setdefault((trainer, key), _SeenWorkers())
-            seen.update(len(group.worker_pids), {methods[p] for p in group.worker_pids} - {None})
-            dataset = _class_name(group.config.get("dataset"))
-            site = self._loader_site(trainer, dataset)
-            kind = self._dataset_kind(group.config, group.worker_pids or [trainer], by_pid)
-            dealt = parts_from_indices([configs.get(p) for p in group.worker_pids], group.config.get("num_workers", 0))
-            parts, parts_source = (
-                self._iterable_parts(trainer, dataset, group.worker_pids or [trainer], dealt)
-                if kind == "iterable"
-                else (None, None)
-            )
-            loaders.append(
-                LoaderSample(
-                    trainer_pid=trainer,
-                    num_workers=group.config.get("num_workers", seen.most_alive),
-                    worker_pids=group.worker_pids,
-                    persistent_workers=persistent,
-                    pin_memory=self._pin_memory(trainer),
-                    start_method=seen.start_method,
-                    data_wait_percent=(
-                        trainer_time.waiting_for_data_percent + trainer_time.collating_percent if trainer_time else None
-                    ),
-                    worker_respawns=0 if persistent else min(len(mine), respawns),
-                    workers_exited=mine,
-                    trainer_time=trainer_time,
-                    dataset=dataset,
-                    built_at=site.where if site else None,
-                    built_by=site.call if site else None,
-                    workers_keyword=site.keyword if site else None,
-                    workers_flag=site.flag if site else None,
-                    batch_size=group.config.get("batch_size"),
-                    dataset_kind=kind,
-                    parts=parts,
-                    parts_source=parts_source,
-                    parts_seen=self.shards.seen((trainer, dataset or "")) if parts is not None else None,
-                )
-            )
-        return loaders
+    def _read_stacks(self, samples: list, stats: dict, live: Live, now: float) -> list:
+        """Start and collect the stack runs; each sample gets what its stack shows."""
+        schedstats = self.processes.schedstats
+        self.stacks.update([(pid, ticks, role, schedstats.get((pid, ticks))) for pid, ticks, role in live])
+        if not self.stacks.sampling:
+            return samples  # --no-stacks: no activity is claimed, not even a worker's start-up
+        samples = [self._with_stack(s) for s in samples]
+        self._ready_by_stack(samples, stats, now)
+        return samples
 
-    def _dataset_kind(self, config: dict, pids: list, by_pid: dict) -> Optional[DatasetKind]:
-        """map | iterable: from _worker_loop's arguments, else the fetcher on a stack of theirs."""
-        if config.get("dataset_kind"):
-            return config["dataset_kind"]
-        return next((k for p in pids if p in by_pid and (k := dataset_kind(by_pid[p].stack or []))), None)
+    def _read_main_threads(self, samples: list, stats: dict, now: float) -> list:
+        """Each trainer's sample with its main thread's CPU share."""
+        return [self._with_main_thread(s, stats[s.pid].start_ticks, now) if s.role == "trainer" else s
+                for s in samples]  # fmt: skip
 
-    def _iterable_parts(self, trainer: int, dataset: Optional[str], pids: list, dealt: tuple) -> tuple:
-        """(parts, where counted) of an iterable loader's source: the shard indices its workers were
-        dealt (``dealt``), the shard files its workers (or its trainer, with num_workers=0) hold open,
-        else what its library told the trainer's log. Once known, a count stays (a log's message
-        scrolls away, a shard is closed between files)."""
-        key = (trainer, dataset or "")
-        found = dealt if dealt[0] is not None else self.shards.parts(key, pids)
-        if found[0] is None:
-            found = self.logs.shard_limit(trainer)
-        if found != (None, None):
-            known = self._parts.get(key, (None, None))
-            self._parts[key] = found if found[0] is not None or known[0] is None else known
-        return self._parts.get(key, (None, None))
+    def _follow_lifecycle(self, now: float, samples: list, by_pid: dict, caught: dict) -> list[int]:
+        """The workers that came and went, the trainers' logs, and the trainers that ended long
+        enough ago to forget; the trainers running now."""
+        tree = self.tree
+        workers = {s.pid: s.trainer_pid for s in samples if s.role == "worker"}
+        zombies = {s.pid: s.exit_code for s in samples if s.state == "zombie"}
+        running = [p for p in tree.trainer_pids if p in by_pid and by_pid[p].state != "zombie"]
+        self.lifecycle.update(now, iso(self._wall()), workers, {**caught, **zombies}, set(running), self._last_known)
+        for trainer in running:
+            self.logs.attach(trainer)
+        self._trainers.ran(running, now)
+        for trainer in self.lifecycle.trainers:
+            self.lifecycle.late_codes(trainer, self.logs.worker_errors(trainer), from_log=True)
+        self._trainers.forget_ended(now, running, self.keep_ended_s)
+        return running
 
-    def _loader_site(self, trainer: int, dataset: Optional[str]) -> Optional[LoaderSite]:
-        """The call in the trainer's own code that builds this loader or sets its workers (a
-        DataLoader, or a library's builder: timm's create_loader, transformers' TrainingArguments),
-        looked for in the user files on its stacks; retried while not found (the stacks fill in)."""
-        key = (trainer, dataset)
-        if self._sites.get(key) is None and self.stacks is not None:
-            proc = self.stacks.procs.get(trainer)
-            stacks = [proc.stack] if proc is not None and proc.stack else []
-            stacks += [s for w in proc.trainer_samples.windows for s in w.stacks] if proc is not None else []
-            files = sorted({f.file for stack in stacks for f in stack if f.kind == "user"})
-            self._sites[key] = self.sources.loader_call(trainer, files, dataset) if files else None
-        return self._sites.get(key)
+    def _snapshot(self, window: float, tree: JobTree, samples: list, by_pid: dict, running: list[int]) -> Snapshot:
+        """The job's state, its loaders (those of trainers that exited too: their exited workers
+        are the evidence) and the host's figures, with the samples."""
+        trainers = sorted(set(running) | set(self.lifecycle.trainers))
+        loaders = [loader for t in trainers for loader in self.loaders.sample(t, tree, by_pid)]
+        live_pids = [s.pid for s in samples if s.state != "zombie"]
+        anchor = running[0] if running else tree.root_pid
+        system = self.system.sample(anchor) if live_pids else None
+        return Snapshot(
+            taken_at=iso(self._wall()),
+            window_s=window,
+            job=self._job_info(tree, by_pid, running, loaders),
+            system=system,
+            processes=samples,
+            loaders=loaders,
+            gpus=self.gpu.sample(live_pids),
+            gpu_status=self.gpu.status,
+            disks=self.disks.sample(live_pids),
+            stacks_status=self.stacks.status,
+            stacks_fix=self.stacks.fix,
+        )
 
-    def _trainer_time(self, trainer: int):
-        """The trainer's time split; after it exited, the last one measured (a job that exits
-        mid-window keeps what was seen)."""
-        spent = self.stacks.trainer_time(trainer) if self.stacks else None
-        if spent is not None:
-            self._last_trainer_time[trainer] = spent
-        return spent or self._last_trainer_time.get(trainer)
+    # -- what the caller asks ------------------------------------------------------------
 
-    def _loader_config(self, pid: int) -> Optional[dict]:
-        proc = self.stacks.procs.get(pid) if self.stacks else None
-        return proc.loader_config if proc else None
+    def watch(self, pid: Optional[int]) -> None:
+        """The process a person is looking at gets a fresh (non-blocking) stack every tick."""
+        self.stacks.requested = {pid} if pid else set()
 
-    def _exit_group(self, worker, keys: list, methods: dict) -> int:
-        """Index of the loader an exited worker served (its last config), else the first."""
-        proc = self.stacks.departed.get(worker.pid) if self.stacks else None
-        if proc is not None and proc.loader_config:
-            method = stack_start_method(list(proc.stack or [])) if proc.stack else None
-            key = loader_key(proc.loader_config, method)
-            if key in keys:
-                return keys.index(key)
-        return 0
+    def share_budget(self, share: float) -> None:
+        """This job's part (0-1) of one live view's stack budget."""
+        self.stacks.share = share
 
-    def _pin_memory(self, trainer: int) -> Optional[bool]:
-        """Re-checked every PIN_TTL_S: reading every thread's name each tick costs a file per thread."""
-        now = self._clock()
-        cached = self._pin_cache.get(trainer)
-        if cached is None or now - cached[0] > PIN_TTL_S:
-            cached = self._pin_cache[trainer] = (now, self._read_pin_memory(trainer))
+    def settle(self, timeout_s: float = SETTLE_S) -> None:
+        """Wait (briefly) for py-spy runs under way, so the next tick has their results."""
+        self.stacks.wait_pending(self._clock() + timeout_s)
+
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop py-spy runs and the exit watcher (dltop quits; the job goes on)."""
+        self.stacks.close()
+        self.exits.close()
+        self.startups.close()
+        self.logs.close()
+
+    # -- one sample ----------------------------------------------------------------------
+
+    def _with_stack(self, sample: ProcessSample) -> ProcessSample:
+        """A sample with what its newest stack shows: its frames with their code, its activity
+        (stuck past the hang threshold), its worker id."""
+        if sample.state == "zombie":
+            return sample
+        seen = self.stacks.stack_of(sample.pid)
+        if seen is None or seen.frames is None:
+            # this torch names its workers as _worker_loop begins: an unnamed one is still starting
+            unnamed = self.tree.names_expected and not sample.name.startswith(WORKER_COMMS)
+            return replaced(sample, activity="starting") if sample.role == "worker" and unnamed else sample
+        config = seen.loader_config or {}
+        return replaced(
+            sample,
+            worker_id=config.get("worker_id"),
+            activity="stuck" if is_stuck(seen, self.settings.hang_after_s) else seen.activity,
+            stack=self._coded.with_code(sample.pid, seen.frames),
+            stack_at=iso(seen.wall) if seen.wall else None,
+            stuck_s=seen.stuck_s,
+        )
+
+    def _ready_by_stack(self, samples: list, stats: dict, now: float) -> None:
+        """Workers whose stack shows them past start-up (in _worker_loop's loop) were ready when it was sampled."""
+        wall = self._wall()
+        for s in samples:
+            if s.role == "worker" and s.stack_at and s.activity not in ("starting", "unknown"):
+                seen = self.stacks.stack_of(s.pid)
+                if seen is not None and seen.wall is not None:
+                    self.startups.ready(s.pid, stats[s.pid].start_ticks, now - (wall - seen.wall))
+
+    def _with_main_thread(self, sample: ProcessSample, start_ticks: int, now: float) -> ProcessSample:
+        """A trainer's main thread CPU alone (schedstat): what it uses beyond that runs in other
+        threads, mostly torch's intra-op pool, which competes with the workers for CPUs."""
+        reading = self.processes.schedstats.get((sample.pid, start_ticks))
+        if reading is None or sample.state == "zombie":
+            return sample
+        share = self._main_threads.share((sample.pid, start_ticks), reading[0], now)
+        return sample if share is None else replaced(sample, main_thread_cpu_percent=share)
+
+    def _last_known(self, pid: int) -> tuple:
+        """(activity, stack) of a worker that just went away, from its last dump."""
+        seen = self.stacks.departed_stack(pid)
+        if seen is None or seen.frames is None:
+            return "unknown", None
+        return worker_activity(list(seen.frames)), list(seen.frames)
+
+    # -- the job -------------------------------------------------------------------------
+
+    def _job_info(self, tree: JobTree, by_pid: dict, running: list[int], loaders: list[LoaderSample]) -> JobInfo:
+        """The job runs while a trainer does, or while its launcher waits between ranks."""
+        if tree.root_pid in by_pid and self._job_started_at is None:
+            self._job_started_at = by_pid[tree.root_pid].started_at
+        runs = bool(running) or self._between_ranks(tree, by_pid)
+        return JobInfo(
+            pid=tree.root_pid,
+            requested_pid=tree.requested_pid,
+            cmdline=self._command(self.discovery.cmdline(tree.root_pid)),
+            state="running" if runs else "exited",
+            exit_code=None if runs else self._trainer_exit_code(tree, by_pid),
+            start_method=next((ld.start_method for ld in loaders if ld.start_method != "unknown"), "unknown"),
+            trainer_pids=tree.trainer_pids,
+            launcher_pid=tree.launcher_pid,
+            torch_version=tree.torch_version,
+            started_at=self._job_started_at,
+        )
+
+    def _between_ranks(self, tree: JobTree, by_pid: dict) -> bool:
+        """torchrun outlives its ranks while it restarts them (--max-restarts) or waits for other
+        nodes': the job runs on (a shell or an mp.spawn parent whose ranks ended is a job that ended)."""
+        launcher = by_pid.get(tree.launcher_pid) if tree.launcher_pid is not None else None
+        return launcher is not None and launcher.state != "zombie" and self.discovery.is_launcher(launcher.pid)
+
+    def _trainer_exit_code(self, tree: JobTree, by_pid: dict) -> Optional[int]:
+        codes = [by_pid[p].exit_code for p in tree.trainer_pids if p in by_pid and by_pid[p].exit_code is not None]
+        codes += [
+            self._trainers.exit_codes[p] for p in tree.trainer_pids if self._trainers.exit_codes.get(p) is not None
+        ]
+        return next((c for c in codes if c != 0), codes[0] if codes else None)
+
+
+class _PerProcess(Protocol):
+    """A record kept per process (by pid and start ticks)."""
+
+    def forget_except(self, alive: set[Key], /) -> None: ...
+
+
+class _PerTrainer(Protocol):
+    """A record kept per trainer."""
+
+    def forget(self, pid: int, /) -> None: ...
+
+
+class _Trainers:
+    """The trainers seen running, when last, and the exit codes the watcher caught of theirs. A
+    trainer that ended is forgotten by every per-trainer record at once."""
+
+    def __init__(self, records: tuple[_PerTrainer, ...]) -> None:
+        self._records = records
+        self.ran_at: dict[int, float] = {}  # trainer pid -> when last seen running
+        self.exit_codes: dict[int, Optional[int]] = {}  # trainer pid -> exit code caught by the watcher
+
+    def caught(self, codes: dict) -> None:
+        """Keep the caught exit codes that are trainers' (the watcher watches workers too)."""
+        self.exit_codes.update({pid: code for pid, code in codes.items() if pid in self.ran_at})
+
+    def ran(self, trainers: list[int], now: float) -> None:
+        for trainer in trainers:
+            self.ran_at[trainer] = now
+
+    def forget_ended(self, now: float, running: list[int], keep_ended_s: float) -> None:
+        """A trainer that ended is history once other ranks run and ``keep_ended_s`` has passed
+        (a restart's old ranks): its loader entry and series go. While none runs (the job
+        ending, or between a restart's ranks) every one stays: its exited workers are evidence."""
+        if not running:
+            return
+        for pid in [p for p, at in self.ran_at.items() if p not in running and now - at > keep_ended_s]:
+            del self.ran_at[pid]
+            self.exit_codes.pop(pid, None)
+            for record in self._records:
+                record.forget(pid)
+
+
+class _MainThreadCpu:
+    """Each trainer's main-thread run time (schedstat) at the last tick, for its CPU share since."""
+
+    def __init__(self) -> None:
+        self._runs: dict[Key, tuple[float, int]] = {}  # -> (clock, main thread run ns)
+
+    def share(self, key: Key, run_ns: int, now: float) -> Optional[float]:
+        """Percent of one CPU since the last reading; None at the first."""
+        before, self._runs[key] = self._runs.get(key), (now, run_ns)
+        if before is None or now <= before[0]:
+            return None
+        return max(0.0, (run_ns - before[1]) / 1e9 / (now - before[0]) * 100)
+
+    def forget_except(self, alive: set[Key], /) -> None:
+        for key in set(self._runs) - alive:
+            del self._runs[key]
+
+
+class _CodedStacks:
+    """Stacks with their source lines, worked out once per new stack (not every tick)."""
+
+    def __init__(self, sources: SourceLines) -> None:
+        self._sources = sources
+        self._coded: dict[int, tuple] = {}  # pid -> (stack, the stack with source lines)
+        self._frames: dict[Frame, Frame] = {}  # frame -> the frame with its source line (files are read once)
+
+    def with_code(self, pid: int, stack: tuple) -> list:
+        cached = self._coded.get(pid)
+        if cached is None or cached[0] is not stack:
+            cached = self._coded[pid] = (stack, [self._coded_frame(pid, f) for f in stack])
         return cached[1]
 
-    def _read_pin_memory(self, trainer: int) -> Optional[bool]:
-        """A ``pt_data_pin`` thread means pin_memory=True; its absence is proof only on named torch."""
-        try:
-            names = thread_names(trainer)
-        except OSError:
-            return None
-        if any(name.startswith(PIN_THREAD_COMMS) for name in names):
-            return True
-        seen = self.stacks.procs.get(trainer) if self.stacks else None
-        if seen is not None and seen.trainer_samples.pin_thread is not None:
-            return seen.trainer_samples.pin_thread  # a _pin_memory_loop thread in the last sample window
-        return False if self.tree.names_expected else None
+    def _coded_frame(self, pid: int, frame: Frame) -> Frame:
+        """A frame with its source line, built once: a trainer's stacks arrive every tick and share
+        most of their frames (SourceLines keeps a file's lines by its path, so a frame's line is
+        the same whichever process showed it)."""
+        coded = self._frames.get(frame)
+        if coded is None:
+            if len(self._frames) >= CODED_FRAMES_MAX:
+                self._frames.clear()
+            coded = self._frames[frame] = dataclasses.replace(
+                frame, code=self._sources.line(pid, frame.file, frame.line)
+            )
+        return coded
 
-
-class _Still(NamedTuple):
-    """A stack's activity and how long it has stayed, to judge "stuck" before the sample is built."""
-
-    activity: str
-    stuck_s: Optional[float]
+    def forget_except(self, alive: set[Key], /) -> None:
+        for gone in set(self._coded) - {pid for pid, _ in alive}:
+            del self._coded[gone]
 
 
 def replaced(sample: ProcessSample, **changes: object) -> ProcessSample:
@@ -501,21 +438,3 @@ def replaced(sample: ProcessSample, **changes: object) -> ProcessSample:
 
 
 _SAMPLE_FIELDS = frozenset(f.name for f in dataclasses.fields(ProcessSample))
-
-
-@dataclass
-class _SeenWorkers:
-    """What a loader's workers showed while alive, for settings not read from them yet."""
-
-    most_alive: int = 0
-    start_method: str = "unknown"
-
-    def update(self, alive: int, methods: set) -> None:
-        self.most_alive = max(self.most_alive, alive)
-        if len(methods) == 1:
-            (self.start_method,) = methods
-
-
-def _class_name(text: Optional[str]) -> Optional[str]:
-    """'<SyntheticDataset at 0x7f...>' -> 'SyntheticDataset'."""
-    return text.strip("<>").split(" at ")[0] if text else None

@@ -75,8 +75,9 @@ class ShardFiles:
         source = self._sources.get(key)
         return source.seen if source is not None and source.parts is not None else None
 
-    def forget_except(self, trainers: set[int]) -> None:
-        for key in [k for k in self._sources if k[0] not in trainers]:
+    def forget(self, trainer: int) -> None:
+        """A trainer's loaders are history: their sources go with them."""
+        for key in [k for k in self._sources if k[0] == trainer]:
             del self._sources[key]
 
 
