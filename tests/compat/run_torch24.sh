@@ -18,5 +18,5 @@ if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split(
 fi
 if [ -n "${SETUP_ONLY:-}" ]; then exit 0; fi
 cd "$ROOT"
-exec "$VENV/bin/python" tests/perf/bench_truth.py --subset compat \
+exec "$VENV/bin/python" benchmarks/bench_truth.py --subset compat \
     --job-python "$VENV/bin/python" --dltop-python "${DLTOP_PYTHON:-$VENV/bin/python}" "$@"

@@ -5,7 +5,7 @@
 #
 # Installs py-spy, austin-dist (and any other wheel) from .whl/ when that folder exists, puts the repo root on
 # PYTHONPATH (dltop is not installed), prints nvidia-smi's and torch's view of the GPUs, starts
-# tests/gpu/cuda_job.py (a tiny model on CUDA, 4 workers, pin_memory=True, persistent workers) in
+# tests/jobs/cuda_job.py (a tiny model on CUDA, 4 workers, pin_memory=True, persistent workers) in
 # a process group of its own, runs `dltop snapshot` on it (JSON and text) and checks what it says
 # about the GPU, stops the job, then runs a short `dltop bench`. Every step runs under `timeout`,
 # cut to what is left of CHECK_BUDGET_S (240 s) from the start; a failed check prints FAIL and the
@@ -115,9 +115,9 @@ sys.exit(0 if torch.cuda.is_available() else 1)
 EOF
 check "torch sees CUDA" $?
 
-step "start tests/gpu/cuda_job.py"
+step "start tests/jobs/cuda_job.py"
 READY=$WORK/ready.json
-JOB_ARGS=(tests/gpu/cuda_job.py --workers 4 --sample-ms 3 --max-s 240 --ready "$READY")
+JOB_ARGS=(tests/jobs/cuda_job.py --workers 4 --sample-ms 3 --max-s 240 --ready "$READY")
 setsid python3 "${JOB_ARGS[@]}" >"$DEST/cuda_job.log" 2>&1 &
 JOB=$!
 PGID=$(ps -o pgid= -p "$JOB" | tr -d ' ')  # setsid: a process group of its own

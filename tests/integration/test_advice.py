@@ -115,7 +115,7 @@ def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(
     """The demo's input-bound job watched live for 20 s: the suggestion shown moves at most once (as
     its evidence firms up past the noise it was first shown within), never back and forth, and says
     what it replaced. Two
-    separate 12 s reports (as the issue's user took) never contradict each other: both ask for more
+    separate 12 s reports (as a user would take) never contradict each other: both ask for more
     workers, and their ranges share a count (their data waits differ by more than their samples'
     error on a loaded 2-core machine, so one count each is not promised)."""
     import json

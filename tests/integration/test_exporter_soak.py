@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.perf.soak_exporter import Options, render, run_soak
+from tests.soak import Options, render, run_soak
 
 
 @pytest.mark.slow

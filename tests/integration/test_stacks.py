@@ -1,7 +1,7 @@
 """Stacks on real jobs: what workers do, the trainer's data wait, and the faults dltop must catch.
 
 Hang thresholds are lowered to a few seconds so the suite stays quick; the detection logic is
-the same as with the default 20 s (tests/perf/bench_stacks.py measures that one).
+the same as with the default 20 s (benchmarks/bench_stacks.py measures that one).
 """
 
 from __future__ import annotations

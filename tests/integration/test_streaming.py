@@ -13,7 +13,7 @@ import pytest
 
 from tests.support import ROOT, run_dltop
 
-JOBS = ROOT / "tests" / "perf" / "jobs"
+JOBS = ROOT / "tests" / "jobs"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
-"""What watching a node costs as it grows, dltop beside htop, side by side (issue 29 §5; run by hand,
+"""What watching a node costs as it grows, dltop beside htop, side by side (run by hand,
 needs tmux and htop):
 
-For each job shape R x W (R torchrun ranks, W persistent workers each: tests/perf/scale_job.py)
+For each job shape R x W (R torchrun ranks, W persistent workers each: benchmarks/scale_job.py)
 and each round, three watchers start together and run side by side over the same windows:
 
 * ``htop`` in tmux (its default delay, 1.5 s): the anchor;
@@ -27,7 +27,7 @@ benchmark in a PID namespace of its own (root: ``unshare --pid --fork --mount-pr
 private socket), where the exporter and htop see only this job and the watchers; when it ends,
 the kernel ends everything left in it.
 
-Run it alone: flock -x /tmp/dltop-cpu.lock python tests/perf/scale_node.py --isolate --sweep 1x8 2x8 4x8 8x8
+Run it alone: flock -x /tmp/dltop-cpu.lock python benchmarks/scale_node.py --isolate --sweep 1x8 2x8 4x8 8x8
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=4, help="windows per round, one after another")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", choices=TOOLS, default=list(TOOLS))
-    parser.add_argument("--job-args", default=" ".join(DEFAULT_JOB_ARGS), help="the demo job's own options")
+    parser.add_argument("--job-args", default=" ".join(DEFAULT_JOB_ARGS), help="the job's own options")
     parser.add_argument("--profile", action="store_true", help="then profile the live view and the exporter")
     parser.add_argument("--profile-seconds", type=float, default=60.0)
     parser.add_argument("--profile-warmup", type=float, default=100.0)
@@ -250,7 +250,7 @@ def main() -> None:
     only = (*args.only, *LIVE_FROM)
     isolated = " (in a PID namespace of its own)" if os.getppid() == 1 and os.getpid() < 10 else ""
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} before the jobs; {time.ctime()}{isolated}")
-    print(f"job: torchrun --standalone --nproc_per_node R -m dltop.demo.job --workers W {args.job_args}")
+    print(f"job: torchrun --standalone --nproc_per_node R tests/jobs/train.py --workers W {args.job_args}")
     refresh = f"htop and the live view refresh every {args.refresh:g} s" if args.refresh else "default refreshes"
     print(f"watchers side by side ({refresh}): {', '.join(only)}; {args.rounds} rounds x {args.windows} windows of "
           f"{args.seconds:.0f} s after a {WARMUP_S:.0f} s warm-up", flush=True)  # fmt: skip

@@ -1,4 +1,4 @@
-"""Shared by the benchmarks in tests/perf (run by hand, not by pytest)."""
+"""Shared by the benchmarks in benchmarks/ (run by hand, not by pytest)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support import Job  # noqa: E402

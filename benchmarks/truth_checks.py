@@ -1,7 +1,7 @@
 """What the truth harness checks in one dltop report against the job's own truth.
 
 Each check returns a ``Check``: dltop's figure, the truth beside it, and ok True/False (None: not
-applicable to this cell). Margins: shares within 5 pp (issue 10 §5); a share near a threshold
+applicable to this cell). Margins: shares within 5 pp; a share near a threshold
 (within 5 pp) may go either way.
 """
 
@@ -256,7 +256,7 @@ def _check_oversubscribed(report: dict, truth: Truth) -> Check:
                  True if near else (found is not None) == (ratio >= OVERSUBSCRIBED))  # fmt: skip
 
 
-# -- jobs on the real libraries (tests/perf/jobs, issue 29 §4) ----------------------------------
+# -- jobs on the real libraries (tests/jobs) ----------------------------------
 #
 # The JSON these read beyond the checks above (absent in an older dltop: shown "n/a", not failed):
 # a finding ``rank-straggler`` (evidence straggler_rank, trainer_pid, data_wait_percent, ranks

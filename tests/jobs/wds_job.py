@@ -1,7 +1,7 @@
 """A real webdataset job over K tar shards, for the truth harness (bench_truth.py --subset libs):
 
-    python tests/perf/jobs/wds_job.py --report DIR --shards-dir /tmp/wds --shards 2 --workers 2
-    python tests/perf/jobs/wds_job.py --make-shards /tmp/wds --shards 2   # once
+    python tests/jobs/wds_job.py --report DIR --shards-dir /tmp/wds --shards 2 --workers 2
+    python tests/jobs/wds_job.py --make-shards /tmp/wds --shards 2   # once
 
 ``webdataset.WebDataset`` splits its shard list among the DataLoader's workers (split_by_worker):
 worker i reads shards i, i+N, ... With more workers than shards some get none; webdataset's

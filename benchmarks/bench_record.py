@@ -6,7 +6,7 @@
   `dltop replay` to the first screen in a real terminal, opening it (with and without its index),
   a jump to a random time on the replay screen, `--at` and `--summary` from the command line.
 
-  python tests/perf/bench_record.py [--seconds 120] [--runs 3] [--cpu-seconds 60] [--skip-live]
+  python benchmarks/bench_record.py [--seconds 120] [--runs 3] [--cpu-seconds 60] [--skip-live]
 """
 
 from __future__ import annotations

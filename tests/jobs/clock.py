@@ -1,7 +1,7 @@
-"""The truth every library job in this folder writes (no dltop import: the timm job runs in a venv
-without dltop, the notebook's loop inside a kernel).
+"""The truth every job in this folder writes, and the one copy of the job's own clock (no dltop
+import: the timm job runs in a venv without dltop, the notebook's loop inside a kernel).
 
-Files in the job's ``--report`` folder, as tests/perf/truth_observe.py reads them:
+Files in the job's ``--report`` folder, as the tests and benchmarks/truth_observe.py read them:
 
 * ``trainer-<pid>.json``: {pid, ppid, rank, world_size, threads, kind} of each training process;
 * ``worker-<pid>.json``: {pid, ppid, worker_id, loader, trainer_pid} of each DataLoader worker
@@ -79,8 +79,10 @@ def busy(ms: float) -> int:
 
 
 class Clock:
-    """The trainer's own clock around iter() and next() (dltop.demo.job.WaitClock's rules),
-    published continuously like tests/perf/truth_jobs.LiveClock (the harness parses both)."""
+    """The trainer's own clock around iter() and next(), published continuously (the file atomically
+    replaced). The call the trainer is inside now is published apart (``open_id``, ``open_s``): which
+    counter it belongs to is known only when it returns (an epoch's first batches and its end are
+    start-up), so the truth harness reads that from the next record after it closed."""
 
     def __init__(self, report: Optional[str], rank: int = 0, world_size: int = 1, **fields) -> None:
         import torch

@@ -3,8 +3,8 @@ only when it is stale in both scans."""
 
 from __future__ import annotations
 
-from tests.perf import soak_exporter
-from tests.perf.soak_exporter import Options, Soak
+from tests import soak as soak_module
+from tests.soak import Options, Soak
 
 
 def test_a_sampler_is_left_behind_only_when_stale_in_both_scans(monkeypatch, tmp_path):
@@ -23,5 +23,5 @@ def test_a_sampler_is_left_behind_only_when_stale_in_both_scans(monkeypatch, tmp
     )  # fmt: skip
     monkeypatch.setattr(soak, "_sampler_scan", lambda: next(scans))
     monkeypatch.setattr(soak, "_slowest_pass", lambda phase=None: 0.0)
-    monkeypatch.setattr(soak_exporter.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(soak_module.time, "sleep", lambda seconds: None)
     assert soak._leftover_samplers() == ["2 py-spy (zombie)", "3 austin -p 77 (sleeping)"]

@@ -1,6 +1,6 @@
 """A real DistributedDataParallel job on CPU (gloo), for the truth harness (bench_truth.py --subset libs):
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/perf/jobs/ddp_job.py \
+    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/jobs/ddp_job.py \
         --report DIR --workers 1 --sample-ms 2 --slow-rank 1 --slow-factor 4
 
 Each rank reads a map-style dataset through a DistributedSampler; a sample costs ``--sample-ms`` of

@@ -1,8 +1,8 @@
 """timm's own input pipeline on CPU, for the truth harness (bench_truth.py --subset libs); runs in
 the timm venv (/work/venv-timm: torch 2.14, torchvision, timm), while dltop runs from the main one:
 
-    /work/venv-timm/bin/python tests/perf/jobs/timm_job.py --make-images /tmp/truth-timm   # once
-    /work/venv-timm/bin/python tests/perf/jobs/timm_job.py --report DIR --data-dir /tmp/truth-timm -j 1
+    /work/venv-timm/bin/python tests/jobs/timm_job.py --make-images /tmp/truth-timm   # once
+    /work/venv-timm/bin/python tests/jobs/timm_job.py --report DIR --data-dir /tmp/truth-timm -j 1
 
 As timm's train.py: ``timm.data.create_dataset('', root=...)`` (an ImageFolder of class folders of
 JPEGs) and ``timm.data.create_loader(..., is_training=True, num_workers=args.workers)`` (which builds

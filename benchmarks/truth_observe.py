@@ -1,8 +1,8 @@
 """One observation for the truth harness: a real job, dltop snapshot on it, and the job's own truth
 over exactly the interval dltop sampled.
 
-While dltop watches, a poller reads the job's timing file (published every 0.1 s by
-truth_jobs.LiveClock) and walks the job's process tree from /proc twice a second (pids, CPU
+While dltop watches, a poller reads the job's timing file (published every 0.1 s by the
+job's clock, tests/jobs/clock.py) and walks the job's process tree from /proc twice a second (pids, CPU
 time, run-queue wait). dltop's report ends at its final tick, just before the command exits,
 and covers ``trainer_time.window_s`` (else ``window_s``) before that: the truth is cut from the
 records at those two moments.
@@ -26,11 +26,12 @@ from common import ROOT
 
 from tests.support import Job, alive, wait_for
 
-JOBS = Path(__file__).resolve().parent / "truth_jobs.py"
+# the jobs, in the source tree that runs (below)
+JOBS = {"train": "tests/jobs/train.py", "imagenet": "tests/jobs/imagenet_job.py"}
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 REPORT_EXIT_S = 0.15  # dltop's final tick to the command's exit (report, JSON, interpreter exit)
 HELPER_MARKERS = ("resource_tracker", "multiprocessing.forkserver", "semaphore_tracker")
-# The source tree whose dltop package runs (dltop itself, and the job's knobs in dltop/demo/job.py):
+# The source tree whose dltop package runs (dltop itself, and the demo job's knobs the test job builds on):
 # the working tree, or a frozen copy of a commit (`git archive C | tar -x -C DIR`) while it changes.
 TREE = {"root": ROOT}
 
@@ -119,8 +120,7 @@ def job_tree(root: int) -> dict:
 def resolve_open_calls(records: list) -> list:
     """Each record's counters with the call open at that moment added where it ended up: the
     first later record without that call shows which counter grew (the rest of that growth is
-    the calls after it, a few ms). Records of a call not closed yet are left out. The test job's
-    own clock (tests/jobs/train.py) has no open calls: its records pass unchanged."""
+    the calls after it, a few ms). Records of a call not closed yet are left out."""
     resolved = []
     for index, record in enumerate(records):
         if not record.get("open_s"):
@@ -244,9 +244,9 @@ class Observation:
 
 
 def start(report: Path, argv: list, python: str, env: Optional[dict] = None) -> Job:
-    """A truth job (``argv`` = ['train' | 'imagenet', ...]) in its own session."""
+    """A truth job (``argv`` = ['train' | 'imagenet', its arguments...]) in its own session."""
     report.mkdir(parents=True, exist_ok=True)
-    command = [python, str(JOBS), argv[0], "--report", str(report), *argv[1:]]
+    command = [python, str(TREE["root"] / JOBS[argv[0]]), "--report", str(report), *argv[1:]]
     with open(report / "stderr.txt", "w") as stderr:
         proc = subprocess.Popen(
             command,
@@ -379,11 +379,11 @@ def _clock_share(output: Path) -> Optional[tuple]:
     return 100 * inside / len(main["samples"]), len(main["samples"])
 
 
-CLOCK_FILES = ("dltop/demo/job.py", "tests/perf/truth_jobs.py", "tests/perf/jobs/clock.py")
+CLOCK_FILES = ("tests/jobs/clock.py",)
 PY_SPY = str(Path(sys.executable).parent / "py-spy") if (Path(sys.executable).parent / "py-spy").exists() else "py-spy"
 
 
-# -- jobs on the real libraries (tests/perf/jobs, issue 29 §4) -------------------------------------
+# -- jobs on the real libraries (tests/jobs) -------------------------------------
 
 
 class View:

@@ -1,5 +1,6 @@
-"""Soak of `dltop exporter` under load and churn (run by hand; tests/test_exporter_soak.py is the
-short form CI runs): it must hold for hours on a shared node, as root.
+"""A soak of `dltop exporter` under load and churn: it must hold for hours on a shared node, as root.
+tests/integration/test_exporter_soak.py runs its short form; benchmarks/soak_exporter.py the long
+one, by hand.
 
 Two real exporters (``python -m dltop exporter --interval 1 --discover-every 1``, each in a session
 of its own) follow the same churn of real training jobs (tests/jobs/train.py, one DataLoader worker,
@@ -31,16 +32,12 @@ the soak's series checks, and the thread/fd bounds widen by what a followed job 
 when their number changed between before and after. pid_max may be small (32768): a soak job's pid
 that a later process took is recognised (its process started after the job ended) and not blamed.
 
-    python tests/perf/soak_exporter.py                 # 10 minutes
-    python tests/perf/soak_exporter.py --minutes 2 --churn-s 3
-
-Prints a table of the figures and the checks; exits 1 if a check failed (2 if the soak could not
-run). Every loop is bounded; every process it started is killed in ``finally``.
+``render`` makes a table of the figures and the checks. Every loop is bounded; every process it
+started is killed in ``finally``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import random
@@ -61,11 +58,7 @@ from typing import Callable, Optional
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.support import TRAIN, Job, group_alive  # noqa: E402
+from tests.support import ROOT, TRAIN, Job, group_alive
 
 KINDS = ("finish", "kill", "blip", "kill-early")
 JOB_ARGS = ("--workers", "1", "--persistent", "--step-ms", "20")
@@ -1085,34 +1078,3 @@ def run_soak(options: Options, say: Callable[[str], None] = lambda line: None) -
     finally:
         if made:
             shutil.rmtree(directory, ignore_errors=True)
-
-
-def main(argv: Optional[list] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    defaults = Options()
-    parser.add_argument("--minutes", type=float, default=defaults.minutes, help="length of the churn")
-    parser.add_argument("--churn-s", type=float, default=defaults.churn_s, help="a job starts every this many s")
-    parser.add_argument("--scrapers", type=int, default=defaults.scrapers, help="concurrent fast scrapers")
-    parser.add_argument("--max-alive", type=int, default=defaults.max_alive, help="soak jobs alive at once, at most")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--rss-margin-mb", type=float, default=defaults.rss_margin_mb)
-    parser.add_argument("--silent-s", type=float, default=defaults.silent_s)
-    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the exporters' logs and job reports here")
-    args = parser.parse_args(argv)
-    if args.keep:
-        args.keep.mkdir(parents=True, exist_ok=True)
-    options = Options(
-        minutes=args.minutes, churn_s=args.churn_s, scrapers=args.scrapers, max_alive=args.max_alive,
-        seed=args.seed, rss_margin_mb=args.rss_margin_mb, silent_s=args.silent_s, directory=args.keep,
-    )  # fmt: skip
-    try:
-        result = run_soak(options, say=lambda line: print(line, file=sys.stderr, flush=True))
-    except SoakError as problem:
-        print(f"soak could not run: {problem}", file=sys.stderr)
-        return 2
-    print(render(result))
-    return 0 if result.ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
-"""Two builds of `dltop exporter` side by side on one R x W job, over the same windows (issue 29
-§5; run by hand): what a change costs against the commit before it, on the same job at the same
+"""Two builds of `dltop exporter` side by side on one R x W job, over the same windows (run by
+hand): what a change costs against the commit before it, on the same job at the same
 moments (a job's cost drifts over minutes; two runs one after the other do not compare as well).
 
 Each build is a checkout (``git clone`` of the repository, the change applied or not) run as
@@ -11,7 +11,7 @@ cost. Run it in a PID namespace of its own, so the exporters see only this job:
 
     git clone -q . /tmp/before && git -C /tmp/before checkout -q HEAD~1
     flock -x /tmp/dltop-cpu.lock unshare --pid --fork --mount-proc \\
-        python tests/perf/exporter_side_by_side.py /tmp/before . --shape 8x8 --windows 10
+        python benchmarks/exporter_side_by_side.py /tmp/before . --shape 8x8 --windows 10
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Collection cost on a 16-worker job (run by hand: python tests/perf/bench_collect.py).
+"""Collection cost on a 16-worker job (run by hand: python benchmarks/bench_collect.py).
 
 Reports, as medians of several runs on a noisy shared machine:
 * dltop's CPU time per collection tick (target <= 20 ms);

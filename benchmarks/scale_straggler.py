@@ -1,10 +1,10 @@
-"""What a live view's sampling of many ranks buys the straggler verdict (issue 29 §5), run by hand:
+"""What a live view's sampling of many ranks buys the straggler verdict, run by hand:
 a real torchrun DDP job (gloo) of R ranks x W workers, one rank's samples slower, watched by
 ``dltop snapshot --json`` of this checkout and of others side by side (``--from LABEL=DIR``: the
 code before a change), each round on the same job. Per watcher: whether ``rank-straggler`` named
 the slow rank, each rank's data wait with its standard error, and the samples behind it.
 
-  flock -x /tmp/dltop-cpu.lock python tests/perf/scale_straggler.py --from before=/tmp/before \\
+  flock -x /tmp/dltop-cpu.lock python benchmarks/scale_straggler.py --from before=/tmp/before \\
       [--ranks 8] [--workers 2] [--slow 3:150] [--step-ms 50] [--rounds 3] [--seconds 45]
 """
 

@@ -1,6 +1,6 @@
-"""An R ranks x W workers job for the node-scale benchmarks (issue 29 §5), run by hand.
+"""An R ranks x W workers job for the node-scale benchmarks, run by hand.
 
-The bundled demo job (dltop/demo/job.py) under a real torchrun (`python -m torch.distributed.run
+The suite's training job (tests/jobs/train.py) under a real torchrun (`python -m torch.distributed.run
 --standalone --nproc_per_node R`), each rank with W persistent workers: what a node of 8 GPUs
 with 8 workers each looks like to a watcher, 8 trainers and 64 workers under one launcher.
 The job is kept light (each rank steps every --step-ms, each sample costs --sample-ms) so that
@@ -23,7 +23,7 @@ from typing import Optional
 import psutil
 from common import ROOT
 
-from tests.support import Job
+from tests.support import TRAIN, Job
 
 # light: 8 x 8 uses ~0.3-0.4 of a core on the 2-core VM (see job_cpu)
 DEFAULT_JOB_ARGS = ("--persistent", "--sample-ms", "1", "--batch-size", "2", "--step-ms", "100")
@@ -43,7 +43,7 @@ class ScaleJob(Job):
                  log: Optional[Path] = None) -> None:  # fmt: skip
         """``log``: the job's output (torchrun's and the ranks'), to say why it ended early."""
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks),
-                   "-m", "dltop.demo.job", "--workers", str(workers), *job_args, "--report", str(report)]  # fmt: skip
+                   str(TRAIN), "--workers", str(workers), *job_args, "--report", str(report)]  # fmt: skip
         self.log = log
         with open(log or os.devnull, "w") as out:
             proc = subprocess.Popen(command, cwd=ROOT, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)

@@ -1,7 +1,7 @@
 """A training loop inside a real Jupyter kernel (ipykernel), for the truth harness
 (bench_truth.py --subset libs):
 
-    python tests/perf/jobs/notebook_job.py --report DIR --workers 2
+    python tests/jobs/notebook_job.py --report DIR --workers 2
 
 This process plays the notebook front end: it starts a kernel with jupyter_client's
 KernelManager (``python -m ipykernel_launcher -f kernel-....json``, a child of this process),

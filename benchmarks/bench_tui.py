@@ -5,7 +5,7 @@
   workers with figures changing every refresh;
 * dltop's own CPU (with its py-spy runs) at 1 Hz on a 16-worker job over --seconds.
 
-  python tests/perf/bench_tui.py [--runs 5] [--seconds 60]
+  python benchmarks/bench_tui.py [--runs 5] [--seconds 60]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A real Hugging Face ``datasets`` job, for the truth harness (bench_truth.py --subset libs):
 
-    python tests/perf/jobs/hf_job.py --report DIR --workers 1                      # map-style
-    python tests/perf/jobs/hf_job.py --report DIR --streaming --num-shards 2 --workers 4
+    python tests/jobs/hf_job.py --report DIR --workers 1                      # map-style
+    python tests/jobs/hf_job.py --report DIR --streaming --num-shards 2 --workers 4
 
 The table is built in memory (``datasets.Dataset.from_dict``: nothing downloaded). Map-style:
 ``set_transform`` with a per-row CPU cost (tokenising, augmenting); streaming:

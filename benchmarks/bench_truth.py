@@ -1,20 +1,20 @@
 """Does dltop tell the truth? A matrix of real jobs, each with its own ground truth, under
-``dltop snapshot --json`` (issue 10 §5). Run by hand, not in CI:
+``dltop snapshot --json``. Run by hand, not in CI:
 
-    python tests/perf/bench_truth.py --out /tmp/truth          # the whole matrix (~20 min)
-    python tests/perf/bench_truth.py --list                    # cell names
-    python tests/perf/bench_truth.py --cell 'spawn-nonp-short-*' --cell imagenet
-    python tests/perf/bench_truth.py --subset compat --job-python /work/venv-torch24/bin/python
-    python tests/perf/bench_truth.py --subset libs --out /tmp/truth-libs   # real libraries (~35 min)
+    python benchmarks/bench_truth.py --out /tmp/truth          # the whole matrix (~20 min)
+    python benchmarks/bench_truth.py --list                    # cell names
+    python benchmarks/bench_truth.py --cell 'spawn-nonp-short-*' --cell imagenet
+    python benchmarks/bench_truth.py --subset compat --job-python /work/venv-torch24/bin/python
+    python benchmarks/bench_truth.py --subset libs --out /tmp/truth-libs   # real libraries (~35 min)
 
 Cells: start method (fork | spawn | forkserver) x persistent or not x epoch length (short: 10
 batches; long: no epoch end in the window) x num_workers 0 / 1 / 2 / 4 x load (cpu: 5 ms of CPU
 per sample; io: 10 ms per sample waiting without CPU; compute: the 40 ms step dominates), plus
-workers renamed to "python" (issue 10 §3) and the imagenet-like job (truth_jobs.py, §6).
+workers renamed to "python" (as torch <= 2.2 left them) and an imagenet-like job (tests/jobs/imagenet_job.py).
 Each cell prints dltop's figure beside the job's own truth, ✓/✗ per check (truth_checks.py),
 and for cells marked "apply" reruns the job with dltop's suggested settings and compares the
 job's own batch rate before and after (nothing attached while rates are measured).
-``--subset libs`` runs jobs built on the real libraries (tests/perf/jobs, issue 29 §4): torchrun
+``--subset libs`` runs jobs built on the real libraries (tests/jobs): torchrun
 DDP (gloo) with one slow rank and with balanced ranks, and one whose rank 0 fails on torchrun's
 first start (--max-restarts 1: the job's records say which ranks each start had), webdataset
 over tar shards (as many workers as shards, more with empty_check=False, more with the default
@@ -109,7 +109,7 @@ def cell(start: str, persistent: bool, epoch: str, workers: int, load: str, **kw
 
 def matrix() -> list:
     """28 cells: start method x persistence x epoch on one load; num_workers x load on one start
-    method; the crossings issue 10 names (spawn short epochs, renamed workers, I/O at many workers)."""
+    method; the crossings most likely to mislead (spawn short epochs, renamed workers, I/O at many workers)."""
     cells = [
         cell(start, persistent, epoch, 2, "cpu", apply=(start, persistent, epoch) == ("spawn", False, "short"))
         for start in ("fork", "spawn", "forkserver")
@@ -302,7 +302,7 @@ def apply_advice(c: Cell, run: Run, scratch: Path, job, report: dict) -> dict:
     }
 
 
-# -- imagenet-like (issue 10 §6) ----------------------------------------------------------------
+# -- imagenet-like ----------------------------------------------------------------
 
 
 def run_imagenet(run: Run, scratch: Path, images: Path, snapshots: int = 3) -> list:
@@ -314,7 +314,8 @@ def run_imagenet(run: Run, scratch: Path, images: Path, snapshots: int = 3) -> l
     if not any(images.glob("*.jpg")):
         import subprocess
 
-        subprocess.run([run.job_python, str(observe.JOBS), "images", str(images)], check=True)
+        job = observe.TREE["root"] / observe.JOBS["imagenet"]
+        subprocess.run([run.job_python, str(job), "--make-images", str(images)], check=True)
     outcomes, asked = [], {}
     with run.lock.measuring():
         for workers in (1, 2):
@@ -485,9 +486,9 @@ def _imagenet_rate(run: Run, scratch: Path, images: Path, workers: int, threads:
         observe.stop(job)
 
 
-# -- jobs on the real libraries (issue 29 §4) ----------------------------------------------------
+# -- jobs on the real libraries ----------------------------------------------------
 
-JOBS_DIR = Path(__file__).resolve().parent / "jobs"
+JOBS_DIR = observe.ROOT / "tests" / "jobs"
 LIB_RATE_S = 8.0  # the job's own rate, nothing attached, over this long
 APPLY_RUNS = 3  # before and after, alternating: medians of these
 PYSPY_HZ = 50
@@ -888,7 +889,7 @@ def main() -> None:
         "--subset",
         choices=["all", "compat", "libs"],
         default="all",
-        help="libs: the jobs on real libraries (tests/perf/jobs) instead of the matrix",
+        help="libs: the jobs on real libraries (tests/jobs) instead of the matrix",
     )
     parser.add_argument("--timm-python", default="/work/venv-timm/bin/python", help="python with timm (libs)")
     parser.add_argument("--wds-dir", default="/tmp/truth-wds", help="webdataset shards (libs; made once)")
@@ -910,7 +911,7 @@ def main() -> None:
     parser.add_argument("--no-apply", action="store_true", help="skip rerunning jobs with dltop's advice")
     parser.add_argument("--lock-hold", type=float, default=300.0, help="keep the CPU lock across cells this long")
     parser.add_argument("--no-lock", action="store_true", help=f"do not hold {LOCK} exclusively per cell")
-    parser.add_argument("--tree", help="run dltop (and the job's dltop.demo.job) from this copy of the source tree")
+    parser.add_argument("--tree", help="run dltop and the jobs from this copy of the source tree")
     parser.add_argument("--out", help="write the table to OUT.md and OUT.json (updated after every cell)")
     args = parser.parse_args()
     cells = lib_matrix() if args.subset == "libs" else matrix()

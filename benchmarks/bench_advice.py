@@ -1,6 +1,6 @@
 """Is input-bound's suggestion right? For each job shape: run it with its current num_workers,
 let `dltop snapshot` suggest a count, run it again with that count, and compare the job's own
-batches/s side by side (and what dltop says then). Run by hand: python tests/perf/bench_advice.py
+batches/s side by side (and what dltop says then). Run by hand: python benchmarks/bench_advice.py
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""What one live-view tick costs at a node's scale, offline (issue 29 §5; run by hand): a recording
-of a real R x W job (tests/perf/scale_job.py under torchrun, `dltop record`) replayed through the
+"""What one live-view tick costs at a node's scale, offline (run by hand): a recording
+of a real R x W job (benchmarks/scale_job.py under torchrun, `dltop record`) replayed through the
 live loop's diagnosis (LiveLoop.step on the recorded ticks, findings cleared) and through the TUI
 (DltopApp.show headless, each tick's findings as the loop decided them), CPU milliseconds per tick
 for each, medians of --passes. No job runs while it measures, so it is steady and quick to repeat
-beside a change; tests/perf/scale_node.py measures the whole live view beside htop.
+beside a change; benchmarks/scale_node.py measures the whole live view beside htop.
 
-  flock -x /tmp/dltop-cpu.lock python tests/perf/scale_replay.py --record /tmp/scale-8x8.dltop --shape 8x8
-  python tests/perf/scale_replay.py /tmp/scale-8x8.dltop [--profile diagnose|ui]
+  flock -x /tmp/dltop-cpu.lock python benchmarks/scale_replay.py --record /tmp/scale-8x8.dltop --shape 8x8
+  python benchmarks/scale_replay.py /tmp/scale-8x8.dltop [--profile diagnose|ui]
 """
 
 from __future__ import annotations

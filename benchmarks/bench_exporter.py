@@ -2,7 +2,7 @@
 
 * CPU of the exporter (itself and its py-spy runs) at its default interval, watching one and
   then two 8-worker jobs, against `dltop --pid` (the live view, 1 s) on one such job, in tmux;
-  measured the way tests/perf/bench_live_cost.py measures the live view (after its warm-up,
+  measured the way benchmarks/bench_live_cost.py measures the live view (after its warm-up,
   over --seconds, children counted), --rounds times in alternating order, medians; the exporter
   again over the next --seconds (steady: each new worker's first dump is behind it);
 * series per watched 8-worker job (cardinality), from the exposition;
@@ -10,11 +10,11 @@
 
 The exporter is scraped every 15 s while it is measured, as Prometheus would (its rendering is
 part of its cost). ``--ranks R --workers W``: each job is an R x W job under a real torchrun
-(tests/perf/scale_job.py) instead of one 8-worker job; for a sweep of shapes with the live view
-and htop side by side, see tests/perf/scale_node.py.
+(benchmarks/scale_job.py) instead of one 8-worker job; for a sweep of shapes with the live view
+and htop side by side, see benchmarks/scale_node.py.
 
 The exporter follows every job on the machine: the script says how many it saw, so a stray job
-of someone else's shows. Run it alone: flock -x /tmp/dltop-cpu.lock python tests/perf/bench_exporter.py
+of someone else's shows. Run it alone: flock -x /tmp/dltop-cpu.lock python benchmarks/bench_exporter.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stack sampling figures (run by hand: python tests/perf/bench_stacks.py).
+"""Stack sampling figures (run by hand: python benchmarks/bench_stacks.py).
 
 * time from a worker's hang to the worker-hung finding with default settings (target <= 20 + 3 s);
 * the trainer's throughput with dltop attached vs not, alternating periods on one job, median of

@@ -1,7 +1,7 @@
 """Where a watcher's own CPU goes, from a py-spy raw profile (``py-spy record --format raw
---full-filenames``; tests/perf/scale_node.py --profile-out writes them). Run by hand:
+--full-filenames``; benchmarks/scale_node.py --profile-out writes them). Run by hand:
 
-    python tests/perf/scale_profile.py /tmp/scale-prof-live.txt [--cpu-share 6.8]
+    python benchmarks/scale_profile.py /tmp/scale-prof-live.txt [--cpu-share 6.8]
 
 Prints the samples by part (the first of PARTS that a stack is in), then dltop's functions by
 inclusive share and every function by self share (leaf). py-spy counts a thread blocked in a

@@ -2,7 +2,7 @@
 best and the wall time each took, on synthetic-cpu and synthetic-io; and the harness's overhead
 per batch against a bare loop over the same DataLoader.
 
-    python tests/perf/bench_harness.py [--runs 3] [--max-workers 8]
+    python benchmarks/bench_harness.py [--runs 3] [--max-workers 8]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a watcher's children (Austin, py-spy) cost, by kind, on an R x W job (run by hand; root,
-for the PID namespace of its own that tests/perf/scale_node.py --isolate also uses):
+for the PID namespace of its own that benchmarks/scale_node.py --isolate also uses):
 
-    flock -x /tmp/dltop-cpu.lock python tests/perf/scale_children.py --shape 8x8
+    flock -x /tmp/dltop-cpu.lock python benchmarks/scale_children.py --shape 8x8
 
 Starts the live view and the exporter side by side (as scale_node.py does), waits --warmup
 seconds (the workers' first stacks behind them), then polls every child of each every 0.2 s

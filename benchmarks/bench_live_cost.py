@@ -1,7 +1,7 @@
 """What watching one 16-worker job costs, dltop beside htop (run by hand; needs tmux and htop):
 (``--ranks R --workers W``: an R x W job under a real torchrun instead, the live view on its
-launcher, tests/perf/scale_job.py; for a sweep of shapes with every watcher side by side, see
-tests/perf/scale_node.py)
+launcher, benchmarks/scale_job.py; for a sweep of shapes with every watcher side by side, see
+benchmarks/scale_node.py)
 
 * `htop` in tmux (its default delay, 1.5 s);
 * the live view `dltop --pid P` in tmux (default interval, 1 s; stacks on), and the same with
@@ -15,7 +15,7 @@ side by side, with the ratio to htop, split into the tool's own process and its 
 ``--profile`` also samples the live view with py-spy (on dltop itself, not counted in its cost)
 and prints where its own CPU goes, by part.
 
-Run it alone: flock -x /tmp/dltop-cpu.lock python tests/perf/bench_live_cost.py
+Run it alone: flock -x /tmp/dltop-cpu.lock python benchmarks/bench_live_cost.py
 """
 
 from __future__ import annotations
