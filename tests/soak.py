@@ -794,249 +794,289 @@ class Soak:
     # -- figures and checks --------------------------------------------------------------------
 
     def _result(self, cold, before, after, cpu_began, cpu_ended, leftovers, final, children, orphans) -> Result:
-        o = self.o
+        end = Readings(cold, before, after, cpu_began, cpu_ended, leftovers, final, children, orphans)
+        seen = self._figures()
+        rows = [
+            *self._churn_rows(seen, end),
+            *self._resource_rows(seen, end),
+            *self._series_rows(seen, end),
+            *self._latency_rows(seen),
+            *self._ending_rows(seen),
+        ]
+        checks = [check for n in seen.names for check in self._exporter_checks(seen, end, n)]
+        checks += self._soak_checks(seen, end)
+        return Result(self.o, rows, checks, self._notes(end))
+
+    def _figures(self) -> Figures:
+        """What the observers, the scrapers and the jobs' ends add up to, per exporter."""
         names = [e.name for e in self.exporters]
-        rows: list = []
-        checks: list = []
-        notes: list = []
-        mb = 1 << 20
-
-        def row(figure: str, values: Callable[[str], object]) -> None:
-            rows.append((figure, *[str(values(n)) for n in names]))
-
         observations = list(self.observations)
         ours = {j.pid for j in self.jobs}
         churned = [j for j in self.jobs if j.started_at >= self.churn_began]
-        kinds = {k: sum(1 for j in churned if j.kind == k) for k in KINDS}
-        followed = {n: set() for n in names}
-        stacks: dict = {n: {} for n in names}
-        for obs in observations:
-            for pid in (set(obs.expo.job_series) & ours) - obs.reused:
-                followed[obs.exporter].add(pid)
-                if pid in obs.expo.stacks:
-                    stacks[obs.exporter].setdefault(pid, set()).add(obs.expo.stacks[pid])
-        foreign = {n: set() for n in names}
-        for obs in observations:
-            foreign[obs.exporter] |= set(obs.expo.job_series) - ours
-        churn_s = max(1e-9, self.churn_ended - self.churn_began)
-
-        rows.append(("jobs started in the churn", *[", ".join(f"{k} {v}" for k, v in kinds.items())] * len(names)))
-        rows.append(("starts skipped (max alive reached)", *[str(self.skipped)] * len(names)))
-        row("soak jobs followed (of all started)", lambda n: f"{len(followed[n])} of {len(self.jobs)}")
-        row(
-            "foreign jobs seen (at before / at after)",
-            lambda n: f"{len(foreign[n])} ({len(before[n].foreign)} / {len(after[n].foreign)})",
-        )
-        trend = {n: [r.rss for _, e, p, r in self.resources if e == n and p == "churn"] for n in names}
-        row(
-            "RSS MB over the churn: 0 / 25 / 50 / 75 / 100 %",
-            lambda n: (
-                " / ".join(_mb(trend[n][min(len(trend[n]) - 1, q * len(trend[n]) // 4)]) for q in range(5))
-                if trend[n]
-                else "?"
-            ),
-        )
-        row("RSS MB: cold / before / max churn / after",
-            lambda n: f"{_mb(cold[n].rss if cold[n] else math.nan)} / {_mb(before[n].rss)} / "
-                      f"{_mb(max((r.rss for _, e, p, r in self.resources if e == n and p == 'churn'), default=0))}"
-                      f" / {_mb(after[n].rss)}")  # fmt: skip
-        row("threads: before / max churn / after",
-            lambda n: f"{before[n].threads:g} / "
-                      f"{max((r.threads for _, e, p, r in self.resources if e == n and p == 'churn'), default=0)}"
-                      f" / {after[n].threads:g}")  # fmt: skip
-        row("open fds: before / max churn / after",
-            lambda n: f"{before[n].fds:g} / "
-                      f"{max((r.fds for _, e, p, r in self.resources if e == n and p == 'churn'), default=0)}"
-                      f" / {after[n].fds:g}")  # fmt: skip
-        row(
-            "exporter's children (samplers): max at once / at the end",
-            lambda n: f"{max((len(r.children) for _, e, _, r in self.resources if e == n), default=0)} / {children[n]}",
-        )
-        row("CPU, share of a core in the churn (samplers incl.)",
-            lambda n: f"{(cpu_ended[n].cpu_s - cpu_began[n].cpu_s) / churn_s:.0%}"
-            if cpu_began[n] and cpu_ended[n] else "?")  # fmt: skip
-        churn_obs = {n: [obs for obs in observations if obs.exporter == n and obs.phase == "churn"] for n in names}
-        row("series: before / median churn / max churn / after",
-            lambda n: f"{before[n].series} / {median([ob.expo.series for ob in churn_obs[n]]):g} / "
-                      f"{max((ob.expo.series for ob in churn_obs[n]), default=0)} / {after[n].series}")  # fmt: skip
-        row(
-            "  of them soak jobs': median churn / after",
-            lambda n: f"{median([_ours(ob, ours) for ob in churn_obs[n]]):g} / {after[n].our_series}",
-        )
-        row("  without a job_pid (node): before / after", lambda n: f"{before[n].node_series} / {after[n].node_series}")
-        row(
-            "dltop_collection_failures_total: before / after",
-            lambda n: f"{before[n].failures:g} / {after[n].failures:g}",
-        )
-        failed_stacks = {n: {pid for pid, seen in stacks[n].items() if any(s != "ok" for s in seen)} for n in names}
-        row("soak jobs whose stacks_status was not ok", lambda n: len(failed_stacks[n]))
-        row("soak jobs with stacks_status ok", lambda n: sum(1 for seen in stacks[n].values() if "ok" in seen))
-        passes = self._passes("churn")
-        row("pass (collection_duration) p50 / p99 / max s",
-            lambda n: f"{pct(passes[n], 50):.3f} / {pct(passes[n], 99):.3f} / {pct(passes[n], 100):.3f}"
-                      f" (n={len(passes[n])})")  # fmt: skip
-        scrapes = {n: [s for s in self.scrapes if s.exporter == n and s.phase == "churn"] for n in names}
-        latencies = {n: [s.seconds for s in scrapes[n] if not s.error] for n in names}
-        errors = {n: [s.error for s in self.scrapes if s.exporter == n and s.error] for n in names}
-        row("scrape latency p50 / p99 / max s",
-            lambda n: f"{pct(latencies[n], 50):.3f} / {pct(latencies[n], 99):.3f} / {pct(latencies[n], 100):.3f}"
-                      f" (n={len(latencies[n])})")  # fmt: skip
-        row(
-            "scrapes slower than the slowest pass",
-            lambda n: sum(1 for seconds in latencies[n] if seconds > pct(passes[n], 100)),
-        )
-        row("scrape errors", lambda n: len(errors[n]))
-        slow = {n: [s for s in self.slow if s.exporter == n] for n in names}
-        row(
-            "slow scrapes: complete / cut / errors",
-            lambda n: (
-                f"{sum(s.complete for s in slow[n])} / "
-                f"{sum(not s.complete and not s.error for s in slow[n])} / {sum(bool(s.error) for s in slow[n])}"
-            ),
+        followed, stacks, foreign = _seen_jobs(names, observations, ours)
+        return Figures(
+            names=names,
+            observations=observations,
+            ours=ours,
+            churned=churned,
+            kinds={k: sum(1 for j in churned if j.kind == k) for k in KINDS},
+            followed=followed,
+            stacks=stacks,
+            foreign=foreign,
+            failed_stacks={n: {pid for pid, s in stacks[n].items() if s - {"ok"}} for n in names},
+            churn_s=max(1e-9, self.churn_ended - self.churn_began),
+            passes=self._passes("churn"),
+            latencies={n: [s.seconds for s in self._scrapes(n) if s.phase == "churn" and not s.error] for n in names},
+            errors={n: [s.error for s in self._scrapes(n) if s.error] for n in names},
+            lags={n: self._lags(n, observations, followed[n]) for n in names},
         )
 
-        # how long each ended job's series outlived it
-        lags: dict = {n: [] for n in names}
+    def _scrapes(self, name: str) -> list:
+        return [s for s in self.scrapes if s.exporter == name]
+
+    def _lags(self, name: str, observations: list, followed: set) -> list:
+        """How long each ended job that exporter ``name`` followed outlived its end in its series."""
+        lags = []
         for job in self.jobs:
-            if job.ended_at is None:
+            if job.ended_at is None or job.pid not in followed:
                 continue
-            for n in names:
-                late = [ob.at - job.ended_at for ob in observations
-                        if ob.exporter == n and ob.at >= job.ended_at
-                        and job.pid in ob.expo.job_series and job.pid not in ob.reused]  # fmt: skip
-                if job.pid in followed[n]:
-                    lags[n].append(max(late, default=0.0))
-        slowest = max(o.interval_s, self._slowest_pass())
-        gone_limit = o.gone_passes * slowest + OBSERVE_EVERY_S
-        row(
-            "exited job's series outlive it: median / max s",
-            lambda n: f"{median(lags[n]):.2f} / {pct(lags[n], 100):.2f} (n={len(lags[n])})",
-        )
-        row(
-            "SIGTERM: exit status, seconds",
-            lambda n: (
-                f"{_exporter(self, n).stop_rc}, "
-                f"{'?' if _exporter(self, n).stop_s is None else format(_exporter(self, n).stop_s, '.1f')}"
-            ),
-        )
+            late = [ob.at - job.ended_at for ob in observations
+                    if ob.exporter == name and ob.at >= job.ended_at
+                    and job.pid in ob.expo.job_series and job.pid not in ob.reused]  # fmt: skip
+            lags.append(max(late, default=0.0))
+        return lags
+
+    def _churn(self, name: str, figure: Callable[[Resources], float]) -> float:
+        """The most of ``figure`` exporter ``name`` reached during the churn."""
+        return max((figure(r) for _, e, p, r in self.resources if e == name and p == "churn"), default=0)
+
+    def _churn_rows(self, seen: Figures, end: Readings) -> list:
+        every = len(seen.names)
+        return [
+            ("jobs started in the churn", *[", ".join(f"{k} {v}" for k, v in seen.kinds.items())] * every),
+            ("starts skipped (max alive reached)", *[str(self.skipped)] * every),
+            _row(seen, "soak jobs followed (of all started)", lambda n: f"{len(seen.followed[n])} of {len(self.jobs)}"),
+            _row(seen, "foreign jobs seen (at before / at after)",
+                 lambda n: f"{len(seen.foreign[n])} ({len(end.before[n].foreign)} / {len(end.after[n].foreign)})"),
+        ]  # fmt: skip
+
+    def _resource_rows(self, seen: Figures, end: Readings) -> list:
+        before, after, cold = end.before, end.after, end.cold
+        trend = {n: [r.rss for _, e, p, r in self.resources if e == n and p == "churn"] for n in seen.names}
+
+        def quartiles(n: str) -> str:
+            if not trend[n]:
+                return "?"
+            return " / ".join(_mb(trend[n][min(len(trend[n]) - 1, q * len(trend[n]) // 4)]) for q in range(5))
+
+        def cpu(n: str) -> str:
+            began, ended = end.cpu_began[n], end.cpu_ended[n]
+            return f"{(ended.cpu_s - began.cpu_s) / seen.churn_s:.0%}" if began and ended else "?"
+
+        return [
+            _row(seen, "RSS MB over the churn: 0 / 25 / 50 / 75 / 100 %", quartiles),
+            _row(seen, "RSS MB: cold / before / max churn / after",
+                 lambda n: f"{_mb(cold[n].rss if cold[n] else math.nan)} / {_mb(before[n].rss)} / "
+                           f"{_mb(self._churn(n, lambda r: r.rss))} / {_mb(after[n].rss)}"),
+            _row(seen, "threads: before / max churn / after",
+                 lambda n: f"{before[n].threads:g} / {self._churn(n, lambda r: r.threads)} / {after[n].threads:g}"),
+            _row(seen, "open fds: before / max churn / after",
+                 lambda n: f"{before[n].fds:g} / {self._churn(n, lambda r: r.fds)} / {after[n].fds:g}"),
+            _row(seen, "exporter's children (samplers): max at once / at the end",
+                 lambda n: f"{max((len(r.children) for _, e, _, r in self.resources if e == n), default=0)} / "
+                           f"{end.children[n]}"),
+            _row(seen, "CPU, share of a core in the churn (samplers incl.)", cpu),
+        ]  # fmt: skip
+
+    def _series_rows(self, seen: Figures, end: Readings) -> list:
+        before, after = end.before, end.after
+        churn = {n: [ob for ob in seen.observations if ob.exporter == n and ob.phase == "churn"] for n in seen.names}
+        return [
+            _row(seen, "series: before / median churn / max churn / after",
+                 lambda n: f"{before[n].series} / {median([ob.expo.series for ob in churn[n]]):g} / "
+                           f"{max((ob.expo.series for ob in churn[n]), default=0)} / {after[n].series}"),
+            _row(seen, "  of them soak jobs': median churn / after",
+                 lambda n: f"{median([_ours(ob, seen.ours) for ob in churn[n]]):g} / {after[n].our_series}"),
+            _row(seen, "  without a job_pid (node): before / after",
+                 lambda n: f"{before[n].node_series} / {after[n].node_series}"),
+            _row(seen, "dltop_collection_failures_total: before / after",
+                 lambda n: f"{before[n].failures:g} / {after[n].failures:g}"),
+            _row(seen, "soak jobs whose stacks_status was not ok", lambda n: len(seen.failed_stacks[n])),
+            _row(seen, "soak jobs with stacks_status ok",
+                 lambda n: sum(1 for s in seen.stacks[n].values() if "ok" in s)),
+        ]  # fmt: skip
+
+    def _latency_rows(self, seen: Figures) -> list:
+        passes, latencies = seen.passes, seen.latencies
+        slow = {n: [s for s in self.slow if s.exporter == n] for n in seen.names}
+        return [
+            _row(seen, "pass (collection_duration) p50 / p99 / max s", lambda n: _spread(passes[n])),
+            _row(seen, "scrape latency p50 / p99 / max s", lambda n: _spread(latencies[n])),
+            _row(seen, "scrapes slower than the slowest pass",
+                 lambda n: sum(1 for seconds in latencies[n] if seconds > pct(passes[n], 100))),
+            _row(seen, "scrape errors", lambda n: len(seen.errors[n])),
+            _row(seen, "slow scrapes: complete / cut / errors",
+                 lambda n: f"{sum(s.complete for s in slow[n])} / "
+                           f"{sum(not s.complete and not s.error for s in slow[n])} / "
+                           f"{sum(bool(s.error) for s in slow[n])}"),
+        ]  # fmt: skip
+
+    def _ending_rows(self, seen: Figures) -> list:
+        def sigterm(n: str) -> str:
+            exporter = _exporter(self, n)
+            return f"{exporter.stop_rc}, {'?' if exporter.stop_s is None else format(exporter.stop_s, '.1f')}"
+
+        lags = seen.lags
+        return [
+            _row(seen, "exited job's series outlive it: median / max s",
+                 lambda n: f"{median(lags[n]):.2f} / {pct(lags[n], 100):.2f} (n={len(lags[n])})"),
+            _row(seen, "SIGTERM: exit status, seconds", sigterm),
+        ]  # fmt: skip
+
+    def _exporter_checks(self, seen: Figures, end: Readings, n: str) -> list:
+        o, b, a = self.o, end.before[n], end.after[n]
+        exporter = _exporter(self, n)
+        # jobs of others that came or went between before and after hold or free what a job holds
+        more, fewer = len(a.foreign - b.foreign), len(b.foreign - a.foreign)
+        rss_limit = b.rss + (o.rss_margin_mb + RSS_PER_JOB_MB * more) * (1 << 20)
+        low = b.threads - o.thread_margin - THREADS_PER_JOB * fewer
+        high = b.threads + o.thread_margin + THREADS_PER_JOB * more
+        fd_limit = b.fds + o.fd_margin + FDS_PER_JOB * more
+        gone_limit = o.gone_passes * max(o.interval_s, self._slowest_pass()) + OBSERVE_EVERY_S
+        late = pct(seen.lags[n], 100)
+        return [
+            Check(f"{n}: ran throughout, SIGTERM exits 0", exporter.died_at is None and exporter.stop_rc == 0,
+                  f"died at {exporter.died_at}, exit status {exporter.stop_rc}; stderr: {exporter.tail(5)!r}"),
+            Check(f"{n}: RSS after <= before + {o.rss_margin_mb:g} MB", a.rss <= rss_limit,
+                  f"{_mb(b.rss)} -> {_mb(a.rss)} MB (limit {_mb(rss_limit)})"),
+            Check(f"{n}: threads back to baseline +-{o.thread_margin}", low <= a.threads <= high,
+                  f"{b.threads:g} -> {a.threads:g} (allowed {low:g}..{high:g})"),
+            Check(f"{n}: open fds back to baseline +{o.fd_margin}", a.fds <= fd_limit,
+                  f"{b.fds:g} -> {a.fds:g} (limit {fd_limit:g})"),
+            Check(f"{n}: series back to baseline, none of a soak job",
+                  a.node_series == b.node_series and a.our_series == 0,
+                  f"node series {b.node_series} -> {a.node_series}, soak jobs' {a.our_series}"),
+            Check(f"{n}: an exited job's series go within {o.gone_passes:g} passes",
+                  bool(seen.lags[n]) and late <= gone_limit,
+                  f"max {late:.2f} s over {len(seen.lags[n])} jobs (limit {gone_limit:.2f} s)"),
+            self._stale_check(n, end.final.get(n)),
+            self._scrape_check(seen, n),
+        ]  # fmt: skip
+
+    def _stale_check(self, n: str, expo: Optional[Observation]) -> Check:
+        named: set = set()
+        for job in self.jobs:
+            named |= job.pids()
+        stale = sorted(((expo.expo.pids - expo.reused) & named) if expo else [])
+        return Check(f"{n}: no series names an exited job's pid", expo is not None and not stale,
+                     f"pids still named: {stale[:10]}" if expo else "no final scrape")  # fmt: skip
+
+    def _scrape_check(self, seen: Figures, n: str) -> Check:
+        o, latencies, errors = self.o, seen.latencies[n], seen.errors[n]
+        slowest = pct(seen.passes[n], 100)
+        limit = max(o.scrape_floor_s, o.scrape_passes * (slowest if not math.isnan(slowest) else 0))
+        p99 = pct(latencies, 99)
+        return Check(f"{n}: scrape p99 <= max({o.scrape_floor_s:g} s, {o.scrape_passes:g} x slowest pass)",
+                     len(latencies) >= 20 and p99 <= limit and not errors,
+                     f"p99 {p99:.3f} s, max {pct(latencies, 100):.3f} s, limit {limit:.3f} s, "
+                     f"{len(latencies)} scrapes, errors {errors[:3]}")  # fmt: skip
+
+    def _soak_checks(self, seen: Figures, end: Readings) -> list:
+        o, before, after, failed = self.o, end.before, end.after, seen.failed_stacks
+        delta = {n: after[n].failures - before[n].failures for n in seen.names}
+        wanted = max(2, int(o.minutes * 60 / o.churn_s / 3))
+        churned, kinds, followed = seen.churned, seen.kinds, seen.followed
+        return [
+            Check("no sampler left behind (a zombie, or aimed at a soak job or a gone process, passes later)",
+                  not end.leftovers, "; ".join(end.leftovers[:10])),
+            Check("nothing of the exporters' process groups outlives them (SIGTERM)",
+                  not end.orphans, "; ".join(end.orphans[:10])),
+            Check("B: every sampler run fails (premise: soak jobs with stacks_status not ok)",
+                  len(failed["B"]) >= 1, f"{len(failed['B'])} jobs"),
+            # the total since the exporter started: a job that broke before the baseline reading counts too
+            Check("B: dltop_collection_failures_total counts the jobs whose sampling failed",
+                  after["B"].failures >= max(1, len(failed["B"])),
+                  f"{after['B'].failures:g} in all, +{delta['B']:g} in the churn (A: +{delta['A']:g}),"
+                  f" for {len(failed['B'])} jobs whose stacks failed"),
+            Check("A: samples stacks (premise: soak jobs with stacks_status ok)",
+                  sum(1 for s in seen.stacks["A"].values() if "ok" in s) >= 1, ""),
+            Check(f"churn happened (>= {wanted} jobs, every kind, followed, slow scrapes)",
+                  len(churned) >= wanted and all(kinds.values())
+                  and all(len(followed[n]) >= wanted // 2 for n in seen.names) and len(self.slow) >= 1,
+                  f"{len(churned)} jobs {kinds}, followed {[len(followed[n]) for n in seen.names]}, "
+                  f"{len(self.slow)} slow scrapes"),
+        ]  # fmt: skip
+
+    def _notes(self, end: Readings) -> list:
+        notes = []
         silent = self.silent
         if silent:
             said = "never" if silent.get("closed_after") is None else f"after {silent['closed_after']:.1f} s"
             notes.append(f"a silent client (connects, sends nothing) held {silent.get('held_s', 0):.0f} s on "
                          f"exporter {silent.get('exporter')}: closed by the exporter {said}")  # fmt: skip
+        if end.leftovers or end.orphans:
+            notes.append("left behind: " + "; ".join(end.leftovers + end.orphans))
+        return notes
 
-        # checks
-        for n in names:
-            b, a = before[n], after[n]
-            exporter = _exporter(self, n)
-            checks.append(Check(f"{n}: ran throughout, SIGTERM exits 0",
-                                exporter.died_at is None and exporter.stop_rc == 0,
-                                f"died at {exporter.died_at}, exit status {exporter.stop_rc}; "
-                                f"stderr: {exporter.tail(5)!r}"))  # fmt: skip
-            # jobs of others that came or went between before and after hold or free what a job holds
-            more, fewer = len(a.foreign - b.foreign), len(b.foreign - a.foreign)
-            rss_limit = b.rss + (o.rss_margin_mb + RSS_PER_JOB_MB * more) * mb
-            checks.append(
-                Check(
-                    f"{n}: RSS after <= before + {o.rss_margin_mb:g} MB",
-                    a.rss <= rss_limit,
-                    f"{_mb(b.rss)} -> {_mb(a.rss)} MB (limit {_mb(rss_limit)})",
-                )
-            )
-            low = b.threads - o.thread_margin - THREADS_PER_JOB * fewer
-            high = b.threads + o.thread_margin + THREADS_PER_JOB * more
-            checks.append(
-                Check(
-                    f"{n}: threads back to baseline +-{o.thread_margin}",
-                    low <= a.threads <= high,
-                    f"{b.threads:g} -> {a.threads:g} (allowed {low:g}..{high:g})",
-                )
-            )
-            fd_limit = b.fds + o.fd_margin + FDS_PER_JOB * more
-            checks.append(
-                Check(
-                    f"{n}: open fds back to baseline +{o.fd_margin}",
-                    a.fds <= fd_limit,
-                    f"{b.fds:g} -> {a.fds:g} (limit {fd_limit:g})",
-                )
-            )
-            checks.append(
-                Check(
-                    f"{n}: series back to baseline, none of a soak job",
-                    a.node_series == b.node_series and a.our_series == 0,
-                    f"node series {b.node_series} -> {a.node_series}, soak jobs' {a.our_series}",
-                )
-            )
-            late = pct(lags[n], 100)
-            checks.append(
-                Check(
-                    f"{n}: an exited job's series go within {o.gone_passes:g} passes",
-                    bool(lags[n]) and late <= gone_limit,
-                    f"max {late:.2f} s over {len(lags[n])} jobs (limit {gone_limit:.2f} s)",
-                )
-            )
-            expo = final.get(n)
-            named: set = set()
-            for job in self.jobs:
-                named |= job.pids()
-            stale = sorted(((expo.expo.pids - expo.reused) & named) if expo else [])
-            checks.append(
-                Check(
-                    f"{n}: no series names an exited job's pid",
-                    expo is not None and not stale,
-                    f"pids still named: {stale[:10]}" if expo else "no final scrape",
-                )
-            )
-            slowest_n = pct(passes[n], 100)
-            limit = max(o.scrape_floor_s, o.scrape_passes * (slowest_n if not math.isnan(slowest_n) else 0))
-            p99 = pct(latencies[n], 99)
-            checks.append(Check(f"{n}: scrape p99 <= max({o.scrape_floor_s:g} s, {o.scrape_passes:g} x slowest pass)",
-                                len(latencies[n]) >= 20 and p99 <= limit and not errors[n],
-                                f"p99 {p99:.3f} s, max {pct(latencies[n], 100):.3f} s, limit {limit:.3f} s, "
-                                f"{len(latencies[n])} scrapes, errors {errors[n][:3]}"))  # fmt: skip
-        checks.append(
-            Check(
-                "no sampler left behind (a zombie, or aimed at a soak job or a gone process, passes later)",
-                not leftovers,
-                "; ".join(leftovers[:10]),
-            )
-        )
-        checks.append(
-            Check(
-                "nothing of the exporters' process groups outlives them (SIGTERM)",
-                not orphans,
-                "; ".join(orphans[:10]),
-            )
-        )
-        delta = {n: after[n].failures - before[n].failures for n in names}
-        checks.append(
-            Check(
-                "B: every sampler run fails (premise: soak jobs with stacks_status not ok)",
-                len(failed_stacks["B"]) >= 1,
-                f"{len(failed_stacks['B'])} jobs",
-            )
-        )
-        # the total since the exporter started: a job that broke before the baseline reading counts too
-        checks.append(Check("B: dltop_collection_failures_total counts the jobs whose sampling failed",
-                            after["B"].failures >= max(1, len(failed_stacks["B"])),
-                            f"{after['B'].failures:g} in all, +{delta['B']:g} in the churn (A: +{delta['A']:g}),"
-                            f" for {len(failed_stacks['B'])} jobs whose stacks failed"))  # fmt: skip
-        checks.append(
-            Check(
-                "A: samples stacks (premise: soak jobs with stacks_status ok)",
-                sum(1 for seen in stacks["A"].values() if "ok" in seen) >= 1,
-                "",
-            )
-        )
-        wanted = max(2, int(o.minutes * 60 / o.churn_s / 3))
-        checks.append(Check(f"churn happened (>= {wanted} jobs, every kind, followed, slow scrapes)",
-                            len(churned) >= wanted and all(kinds.values())
-                            and all(len(followed[n]) >= wanted // 2 for n in names) and len(self.slow) >= 1,
-                            f"{len(churned)} jobs {kinds}, followed {[len(followed[n]) for n in names]}, "
-                            f"{len(self.slow)} slow scrapes"))  # fmt: skip
-        if leftovers or orphans:
-            notes.append("left behind: " + "; ".join(leftovers + orphans))
-        return Result(o, rows, checks, notes)
+
+@dataclass
+class Readings:
+    """The readings the end of a soak is judged on, per exporter name: resources cold (before any
+    job), before and after the churn, CPU at its start and end, the last scrape (``final``),
+    children at the end; and the samplers and processes left behind."""
+
+    cold: dict
+    before: dict  # Baseline
+    after: dict  # Baseline
+    cpu_began: dict
+    cpu_ended: dict
+    leftovers: list
+    final: dict
+    children: dict
+    orphans: list
+
+
+@dataclass
+class Figures:
+    """What the soak saw, worked out once for the table and the checks (dicts by exporter name)."""
+
+    names: list
+    observations: list
+    ours: set  # the soak jobs' pids
+    churned: list  # the jobs started in the churn
+    kinds: dict  # jobs started in the churn, by kind
+    followed: dict  # soak jobs' pids with series
+    stacks: dict  # {pid: stacks_status values seen}
+    foreign: dict  # pids of others' jobs seen
+    failed_stacks: dict  # soak jobs' pids whose stacks_status was not ok
+    churn_s: float
+    passes: dict  # collection durations in the churn
+    latencies: dict  # scrape latencies in the churn
+    errors: dict  # scrape errors
+    lags: dict  # how long ended jobs' series outlived them
+
+
+def _seen_jobs(names: list, observations: list, ours: set) -> tuple:
+    """Per exporter: the soak jobs it followed (had series of), the stacks_status values each of
+    them showed, and the jobs of others it followed."""
+    followed: dict = {n: set() for n in names}
+    stacks: dict = {n: {} for n in names}
+    foreign: dict = {n: set() for n in names}
+    for obs in observations:
+        foreign[obs.exporter] |= set(obs.expo.job_series) - ours
+        for pid in (set(obs.expo.job_series) & ours) - obs.reused:
+            followed[obs.exporter].add(pid)
+            if pid in obs.expo.stacks:
+                stacks[obs.exporter].setdefault(pid, set()).add(obs.expo.stacks[pid])
+    return followed, stacks, foreign
+
+
+def _row(seen: Figures, figure: str, values: Callable[[str], object]) -> tuple:
+    return (figure, *[str(values(n)) for n in seen.names])
+
+
+def _spread(values: list) -> str:
+    return f"{pct(values, 50):.3f} / {pct(values, 99):.3f} / {pct(values, 100):.3f} (n={len(values)})"
 
 
 def _mb(value: float) -> str:
