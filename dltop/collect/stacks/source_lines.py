@@ -100,11 +100,11 @@ class SourceLines:
             self.line(pid, path, 1)  # reads and caches the file
         found = self._builder_calls(paths)
         names = self._dataset_names(paths, dataset)
-        named = [f for f in found if any(re.search(rf"\b{re.escape(n)}\b", f[0].arguments) for n in names)]
+        named = [f for f in found if _names_any(f[0].arguments, names)]
         direct = [f for f in found if f[1].direct]
-        for pool in (named, [f for f in named if f[1].direct], [] if named else direct or found):
-            if len(pool) == 1:
-                return self._site(*pool[0], paths, where=f"{pool[0][0].path}:{pool[0][0].index + 1}")
+        one = _the_one(named, direct, found)
+        if one is not None:
+            return self._site(*one, paths, where=f"{one[0].path}:{one[0].index + 1}")
         return self._shared_flag(named or direct or found, paths)
 
     def _builder_calls(self, paths: list[str]) -> list[tuple[_Call, Builder]]:
@@ -228,6 +228,22 @@ def _arguments(lines: list[str], index: int, column: int) -> str:
         kept.append("".join(line))
         column = 0
     return "\n".join(kept)[1:]
+
+
+def _the_one(
+    named: list[tuple[_Call, Builder]], direct: list[tuple[_Call, Builder]], found: list[tuple[_Call, Builder]]
+) -> Optional[tuple[_Call, Builder]]:
+    """The call that surely builds the loader: the only one naming its dataset, else the only
+    direct one of those; where none names it, the only ``DataLoader(``, else the only call."""
+    for pool in (named, [f for f in named if f[1].direct], [] if named else direct or found):
+        if len(pool) == 1:
+            return pool[0]
+    return None
+
+
+def _names_any(arguments: str, names: list[str]) -> bool:
+    """Whether a call's arguments name one of these (a class or a variable), as a whole word."""
+    return any(re.search(rf"\b{re.escape(name)}\b", arguments) for name in names)
 
 
 def _keyword_value(arguments: str, keyword: str) -> Optional[str]:
