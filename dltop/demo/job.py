@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
@@ -154,10 +154,25 @@ class DemoJob:
         self.prepare()
         train = self.loader("train", self.args.workers)
         weight = torch.zeros(self.args.sample_kb * 256)
-        while True:
-            for batch in train:
+        epoch = 0
+        while self.another_epoch(epoch):
+            for batch in self.batches(train):
                 weight += batch.mean(0)
-                time.sleep(self.args.step_ms / 1000)
+                self.step(batch)
+            self.epoch_ended(epoch)
+            epoch += 1
+
+    def another_epoch(self, epoch: int) -> bool:
+        return True  # until the job is killed
+
+    def batches(self, loader: DataLoader) -> Iterator[torch.Tensor]:
+        return iter(loader)
+
+    def step(self, batch: torch.Tensor) -> None:
+        time.sleep(self.args.step_ms / 1000)
+
+    def epoch_ended(self, epoch: int) -> None:
+        """After each epoch (nothing here)."""
 
 
 def main(argv: Optional[list] = None) -> None:

@@ -231,4 +231,4 @@ def test_train_and_val_loaders_are_told_apart(start_job, attach, method, val_wor
     by_pids = {frozenset(ld.worker_pids): ld for ld in ticks[-1].loaders}
     val = by_pids[frozenset(truth["val"])]
     assert val.num_workers == int(val_workers) and val.persistent_workers is True
-    assert val.dataset == "SyntheticDataset" and val.start_method == method
+    assert val.dataset == "SuiteDataset" and val.start_method == method

@@ -129,10 +129,10 @@ def test_a_fix_names_the_dataset_and_the_line_that_builds_its_loader(start_job):
     (loader,) = report["loaders"]
     assert loader["batch_size"] == 40, loader
     line = next(n for n, text in enumerate(JOB_PY.read_text().splitlines(), 1) if "return DataLoader(" in text)
-    assert loader["dataset"] == "SyntheticDataset" and loader["built_at"] == f"{JOB_PY}:{line}"
+    assert loader["dataset"] == "SuiteDataset" and loader["built_at"] == f"{JOB_PY}:{line}"
     (bound,) = [f for f in report["findings"] if f["id"] == "input-bound"]
     assert bound["suggestion"].startswith("num_workers=")
-    assert f"in the DataLoader over SyntheticDataset ({JOB_PY}:{line}); now num_workers=1" in bound["suggestion"]
+    assert f"in the DataLoader over SuiteDataset ({JOB_PY}:{line}); now num_workers=1" in bound["suggestion"]
 
 
 def test_a_zombie_pid_is_called_what_it_is(tmp_path):

@@ -27,10 +27,11 @@ import functools
 import sys
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterator, Optional
 
 import torch
 from clock import Clock, record
+from torch.utils.data import DataLoader
 
 from dltop.demo.job import DemoJob, SyntheticDataset, parser
 from dltop.uncached import read_uncached
@@ -139,36 +140,42 @@ class SuiteJob(DemoJob):
     def worker_init(self, name: str):
         return functools.partial(_worker_init, self.args.report, name, os.getpid(), self.args.unnamed_workers)
 
-    def run(self) -> None:
+    def loader(self, name: str, workers: int, **options: Any) -> DataLoader:
+        return super().loader(name, workers, pin_memory=self.args.pin_memory, **options)
+
+    def prepare(self) -> None:
         args = self.args
         record(args.report, "trainer", rank=self.rank)
-        self.prepare()
-        step = _ddp_step(args.sample_kb * 256) if args.ddp else None
-        train = self.loader("train", args.workers, pin_memory=args.pin_memory)
-        val = self.loader("val", args.val_workers, pin_memory=args.pin_memory) if args.val_workers else None
-        weight = torch.zeros(args.sample_kb * 256)
-        clock = Clock(args.report, rank=self.rank, world_size=int(os.environ.get("WORLD_SIZE", "1")))
-        epoch = batches = 0
-        while args.epochs == 0 or epoch < args.epochs:
-            batch_iter = clock.start(train)
-            while (batch := clock.next(batch_iter)) is not None:
-                weight += batch.mean(0)
-                if step is not None:
-                    step(batch)  # backward() all-reduces the gradients with every rank
-                time.sleep(args.step_ms / 1000)
-                batches += 1
-                if args.stall_after is not None and batches == args.stall_after:
-                    _wait_for_peers(args.stall_s)
-                if (
-                    batches == args.fail_after
-                    and self.rank == 0
-                    and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0"
-                ):
-                    sys.exit(1)
-            for _batch in val or ():
-                time.sleep(args.val_step_ms / 1000)
-            record(args.report, "epoch", epoch=epoch)
-            epoch += 1
+        super().prepare()
+        self.ddp = _ddp_step(args.sample_kb * 256) if args.ddp else None
+        self.val = self.loader("val", args.val_workers) if args.val_workers else None
+        self.clock = Clock(args.report, rank=self.rank, world_size=int(os.environ.get("WORLD_SIZE", "1")))
+        self.done = 0  # batches
+
+    def another_epoch(self, epoch: int) -> bool:
+        return self.args.epochs == 0 or epoch < self.args.epochs
+
+    def batches(self, loader: DataLoader) -> Iterator[torch.Tensor]:
+        """The loader's batches, each next() timed by the job's clock."""
+        batches = self.clock.start(loader)
+        while (batch := self.clock.next(batches)) is not None:
+            yield batch
+
+    def step(self, batch: torch.Tensor) -> None:
+        args = self.args
+        if self.ddp is not None:
+            self.ddp(batch)  # backward() all-reduces the gradients with every rank
+        super().step(batch)
+        self.done += 1
+        if args.stall_after is not None and self.done == args.stall_after:
+            _wait_for_peers(args.stall_s)
+        if self.done == args.fail_after and self.rank == 0 and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0":
+            sys.exit(1)
+
+    def epoch_ended(self, epoch: int) -> None:
+        for _batch in self.val or ():
+            time.sleep(self.args.val_step_ms / 1000)
+        record(self.args.report, "epoch", epoch=epoch)
 
 
 if __name__ == "__main__":
