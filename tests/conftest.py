@@ -64,3 +64,20 @@ def attach():
     yield make
     for collector in collectors:
         collector.close()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> Path:
+    """A throwaway PKI made by the openssl CLI (tests/tls.py's make_pki)."""
+    from tests.tls import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture
+def exporter(tmp_path: Path):
+    """exporter(web config text, or "" for none) -> the port of ``serve()`` on 127.0.0.1; stopped after."""
+    from tests.tls import exporters
+
+    with exporters(tmp_path) as start:
+        yield start
