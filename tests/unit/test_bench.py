@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from dltop import install_hint
 from dltop.bench.config import LoaderConfig, parse_config
 from dltop.bench.results import TrialResult
 from dltop.bench.search import Search, compare
@@ -83,7 +84,7 @@ def test_without_torch_bench_says_what_to_install():
     code = "import sys; sys.modules['torch'] = None; from dltop.cli import main; sys.exit(main(sys.argv[1:]))"
     result = subprocess.run([sys.executable, "-c", code, "bench", "--workload", "synthetic-cpu"], cwd=ROOT,
                             capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert_one_line_error(result, "pip install 'dltop[bench]'")
+    assert_one_line_error(result, install_hint("bench"))
 
 
 # -- live-testing a finding's suggestion -------------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from dltop import install_hint
 from dltop.collect.processes.stats import NOT_READ_YET
 from dltop.diagnose.relations import grouped
 from dltop.model import ExitedWorker, Finding, Pending, snapshot_from_dict
@@ -287,7 +288,7 @@ def test_the_bench_key_without_torch_says_what_to_install(monkeypatch):
             await _shown(pilot)
             await pilot.press("b")
             assert not isinstance(app.screen, BenchScreen)
-            assert any("pip install 'dltop[bench]'" in str(n.message) for n in app._notifications)
+            assert any(install_hint("bench") in str(n.message) for n in app._notifications)
 
     asyncio.run(run())
 
