@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Optional
 from dltop.collect import procfs
 from dltop.collect.processes.placement import ENV_KEYS, RANK_KEYS
 from dltop.errors import DltopError
+from dltop.model.vocabulary import Role
 from dltop.redact import redact_command
 
 WORKER_COMMS = ("pt_data_worker", "pt_multiprocess")
@@ -53,7 +54,7 @@ class Member:
 
     pid: int
     ppid: int
-    role: str  # launcher | trainer | worker | helper
+    role: Role
     trainer_pid: Optional[int]
     start_method: Optional[str] = None  # workers only
     start_ticks: Optional[int] = None  # when it started: a pid reused by another process is not it
@@ -492,59 +493,69 @@ class Discovery:
         return {pid: m for pid, m in members.items() if pid in kept}
 
     def _classify(self, pids: Iterable[int], root: int, names_expected: bool) -> dict:
+        """Each process's Member: its role, its trainer, how a worker was started."""
         pids = list(pids)
         methods = {p: self.worker_start_method(p, names_expected) for p in pids}
         inside_worker = {d for p in pids if methods[p] for d in self.table.descendants(p)}
         workers = {p for p in pids if methods[p] and p not in inside_worker}
-        # Where torch's presence cannot be read (another user's job), parenting workers is the proof.
-        parents = {self._ppid(w) for w in workers}
-        parents |= {self._ppid(p) for p in parents if self.is_forkserver(p)}
         candidates = {
-            p
-            for p in pids
-            if not methods[p]
-            and p not in inside_worker
-            and not self._is_helper_process(p)
-            and not self.is_launcher(p)
-            and not (names_expected and self._still_starting(p))
-            and is_python(self._comm(p), self.cmdline(p))
-            and (self.has_torch(p) or (self.has_torch(p) is None and p in parents))
+            p for p in pids if not methods[p] and p not in inside_worker and self._may_train(p, workers, names_expected)
         }
-
-        def nearest(pid: int, among: set) -> Optional[int]:
-            current = self._ppid(pid)
-            while current > 0:
-                if current in among:
-                    return current
-                current = self._ppid(current)
-            return None
-
-        # A torch process that only parents other ranks (mp.spawn's main) is their launcher.
-        has_workers = {nearest(w, candidates) for w in workers}
-        parents_of_ranks = {nearest(c, candidates) for c in candidates} - {None}
-        launchers = {
-            p
-            for p in pids
-            if self.is_launcher(p) or (p in parents_of_ranks and p not in has_workers and self.rank(p) is None)
-        }
+        launchers = self._launchers(pids, candidates, workers)
         trainers = candidates - launchers
         members = {}
         for pid in pids:
-            if pid in launchers or (pid == root and pid not in trainers and pid not in workers):
-                role = "launcher"
-            elif pid in trainers:
-                role = "trainer"
-            elif pid in workers:
-                role = "worker"
-            else:
-                role = "helper"
-            trainer = pid if role == "trainer" else nearest(pid, trainers) if role != "launcher" else None
+            role = self._role(pid, root, launchers, trainers, workers)
+            trainer = pid if role == "trainer" else self._nearest(pid, trainers) if role != "launcher" else None
             if role == "worker" and trainer is None:
                 role = "helper"  # not a DataLoader worker of anything we watch
             method = methods[pid] if role == "worker" else None
             started = self.table.stats[pid].start_ticks if pid in self.table.stats else None
             members[pid] = Member(pid, self._ppid(pid), role, trainer, method, started)
         return members
+
+    def _may_train(self, pid: int, workers: set[int], names_expected: bool) -> bool:
+        """A Python process with torch that is no helper, launcher or worker still starting. Where
+        torch's presence cannot be read (another user's job), parenting workers is the proof."""
+        if self._is_helper_process(pid) or self.is_launcher(pid) or not is_python(self._comm(pid), self.cmdline(pid)):
+            return False
+        if names_expected and self._still_starting(pid):
+            return False
+        torch = self.has_torch(pid)
+        return bool(torch) or (torch is None and pid in self._worker_parents(workers))
+
+    def _worker_parents(self, workers: set[int]) -> set[int]:
+        """The processes that started ``workers``: their parents, and a forkserver's parent."""
+        parents = {self._ppid(w) for w in workers}
+        return parents | {self._ppid(p) for p in parents if self.is_forkserver(p)}
+
+    def _launchers(self, pids: list[int], candidates: set[int], workers: set[int]) -> set[int]:
+        """torchrun and friends, and a torch process that only parents other ranks (mp.spawn's main)."""
+        has_workers = {self._nearest(w, candidates) for w in workers}
+        parents_of_ranks = {self._nearest(c, candidates) for c in candidates} - {None}
+        return {
+            p
+            for p in pids
+            if self.is_launcher(p) or (p in parents_of_ranks and p not in has_workers and self.rank(p) is None)
+        }
+
+    @staticmethod
+    def _role(pid: int, root: int, launchers: set[int], trainers: set[int], workers: set[int]) -> Role:
+        """The job's root is its launcher when it is neither trainer nor worker (a shell, torchrun)."""
+        if pid in launchers or (pid == root and pid not in trainers and pid not in workers):
+            return "launcher"
+        if pid in trainers:
+            return "trainer"
+        return "worker" if pid in workers else "helper"
+
+    def _nearest(self, pid: int, among: set[int]) -> Optional[int]:
+        """The closest ancestor of ``pid`` in ``among``."""
+        current = self._ppid(pid)
+        while current > 0:
+            if current in among:
+                return current
+            current = self._ppid(current)
+        return None
 
     def _zombie_reason(self, pid: int) -> str:
         parent = self._ppid(pid)
