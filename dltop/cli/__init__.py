@@ -11,6 +11,7 @@ from typing import Optional
 
 from dltop import DISTRIBUTION, __version__
 from dltop.cli.commands import COMMANDS, live
+from dltop.cli.options import join_dashed_values
 from dltop.errors import DltopError
 
 EXIT_USAGE = 2
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[list[str]] = None) -> int:
     """Run one command; what a user can cause (DltopError) is one line and exit 2, not a traceback."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(join_dashed_values(sys.argv[1:] if argv is None else argv))
     run = next(c.run for c in COMMANDS if c.NAME == args.command) if args.command else live.run
     try:
         return run(args)

@@ -9,12 +9,30 @@ import os
 from dltop.errors import DltopError
 from dltop.settings import DEFAULTS, Settings
 
+# options whose value may start with "-": a time counted from a recording's end (--at -5m), which
+# argparse would take for an option of its own unless joined to its flag (--at=-5m)
+DASHED_VALUES = ("--at",)
+
+
+def join_dashed_values(argv: list[str]) -> list[str]:
+    """``--at -5m`` as ``--at=-5m``, so the "from the end" form the docs offer reads as written."""
+    joined: list[str] = []
+    for word in argv:
+        if joined and joined[-1] in DASHED_VALUES and word.startswith("-") and not word.startswith("--"):
+            joined[-1] = f"{joined[-1]}={word}"
+        else:
+            joined.append(word)
+    return joined
+
 
 def _positive(text: str) -> float:
-    # argparse names the type in its error ("invalid _positive value: 'x'"), so the name is part of the output
-    value = float(text)
+    """A finite number > 0 (an ArgumentTypeError says so: argparse's own error would name this function)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
     if not math.isfinite(value) or value <= 0:  # nan would pass "<= 0" and watch for no time at all
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
     return value
 
 
@@ -38,7 +56,11 @@ def add_stack_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help=f"a worker with the same stack and no CPU this long is hung (default {DEFAULTS.hang_after_s:g})",
     )
-    parser.add_argument("--no-stacks", action="store_true", help="do not run py-spy (no activity, data wait, hangs)")
+    parser.add_argument(
+        "--no-stacks",
+        action="store_true",
+        help="sample no stacks (no Austin, no py-spy): no activity, data wait, hangs",
+    )
 
 
 def add_secrets_option(parser: argparse.ArgumentParser) -> None:

@@ -42,7 +42,10 @@ def _parse(text: str, start: float, end: float):
     if _TIME_OF_DAY.match(text):
         first = datetime.fromtimestamp(math.floor(start)).astimezone()
         hour, minute, *second = (int(v) for v in text.split(":"))
-        day = first.replace(hour=hour, minute=minute, second=second[0] if second else 0)
+        try:
+            day = first.replace(hour=hour, minute=minute, second=second[0] if second else 0)
+        except ValueError:
+            return None  # 25:00, 12:61: no time of day
         return (day if day >= first else day + timedelta(days=1)).timestamp()
     try:
         moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)

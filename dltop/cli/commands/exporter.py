@@ -23,10 +23,10 @@ DEFAULT_INTERVAL_S = 5.0
 
 
 def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0-65535, got {text}")
-    return value
+    """0-65535 (an ArgumentTypeError says so: argparse's own error would name this function)."""
+    if not text.strip().isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535, got {text!r}")
+    return int(text)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
