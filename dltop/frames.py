@@ -203,7 +203,7 @@ def waits_on_lock(frames: list, leaf_source: Optional[str]) -> bool:
     for suffix, functions in WAIT_LEAVES.items():
         if leaf.file.endswith(suffix) and _short(leaf.function) in functions:
             return True
-    return bool(leaf_source and LOCK_SOURCE.search(leaf_source))
+    return bool(leaf_source and LOCK_SOURCE.search(leaf_source.split("#", 1)[0]))  # the code, not its comment
 
 
 # where one rank waits for the others (innermost match wins): collectives by file (torch.distributed,

@@ -1,0 +1,109 @@
+"""A stopped run judged from its ranks' stacks together (dltop.rank_frames, diagnose/stopped.py):
+the rank not where the others are is named with its line, ranks in different collectives are a
+desync, ranks that all wait with none missing here point at the other nodes' ranks, and a rank
+that is slow but moving (the others wait briefly) stops nothing. Hand-built stacks as py-spy
+reads them (innermost last); the same on real torchrun runs is in tests/integration."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from dltop.diagnose.stopped import run_stopped
+from dltop.diagnose.window import Window
+from dltop.frames import make_frame
+from dltop.model import Frame, Placement, ProcessSample
+from dltop.rank_frames import rank_position
+from dltop.settings import Settings
+from tests.windows import bound_window
+
+TORCH = "/venv/lib/python3.11/site-packages/torch"
+TRAIN = "/job/train.py"
+SETTINGS = Settings(hang_after_s=5.0)
+
+
+def _frame(function: str, path: str, line: int, code: Optional[str] = None) -> Frame:
+    return dataclasses.replace(make_frame(function, path, line), code=code)
+
+
+MAIN = [_frame("<module>", TRAIN, 200, "main()")]
+BACKWARD = [
+    *MAIN,
+    _frame("main", TRAIN, 58, "loss.backward()"),
+    _frame("Tensor.backward", f"{TORCH}/_tensor.py", 623),
+    _frame("backward", f"{TORCH}/autograd/__init__.py", 395),
+    _frame("_engine_run_backward", f"{TORCH}/autograd/graph.py", 979),
+]
+BARRIER = [
+    *MAIN,
+    _frame("main", TRAIN, 70, "dist.barrier(group=other)"),
+    _frame("barrier", f"{TORCH}/distributed/distributed_c10d.py", 4800),
+    _frame("wrapper", f"{TORCH}/distributed/c10d_logger.py", 81),
+]
+LOCK = [*MAIN, _frame("main", TRAIN, 60, "flush_metrics()"), _frame("flush_metrics", TRAIN, 29, "with _log_lock:")]
+DATA = [
+    *MAIN,
+    _frame("main", TRAIN, 50, "for batch in loader:"),
+    _frame("_BaseDataLoaderIter.__next__", f"{TORCH}/utils/data/dataloader.py", 733),
+    _frame("_MultiProcessingDataLoaderIter._next_data", f"{TORCH}/utils/data/dataloader.py", 1480),
+]
+BUSY = [*MAIN, _frame("main", TRAIN, 61, "evaluate()"), _frame("evaluate", TRAIN, 90, "total += sum(range(1000))")]
+ITEM = [*MAIN, _frame("main", TRAIN, 66, "losses.append(loss.item())")]
+
+
+def _rank(rank: int, stack: list[Frame], still_s: float, world: int = 3) -> ProcessSample:
+    placement = Placement(rank=rank, local_rank=rank, world_size=world, run_id="run-1")
+    return ProcessSample(100 + rank, 1, "trainer", 100 + rank, "python", "", "sleeping", cpu_percent=0.0,
+                         rank=rank, placement=placement, activity="running", stack=stack,
+                         stuck_s=still_s)  # fmt: skip
+
+
+def _stopped(*ranks: ProcessSample) -> list:
+    snap = dataclasses.replace(bound_window(10.0, ticks=1)[0], processes=list(ranks), loaders=[])
+    return run_stopped(Window([snap]), SETTINGS)
+
+
+def test_each_rank_is_placed_by_its_stack():
+    assert rank_position(BACKWARD, True).call == "all_reduce in backward()"
+    assert rank_position(BACKWARD, True).site.line == 58
+    barrier = rank_position(BARRIER, True)
+    assert (barrier.where, barrier.call, barrier.site.line) == ("collective", "barrier", 70)
+    assert (rank_position(LOCK, True).where, rank_position(LOCK, True).blocked_on) == ("blocked", "a lock")
+    assert rank_position(DATA, True).where == "data"
+    assert rank_position(BUSY, False).where == "running"
+    assert (rank_position(ITEM, True).where, rank_position(ITEM, True).call) == ("sync", ".item()")
+
+
+def test_the_rank_blocked_on_a_lock_stopped_the_run_and_the_others_wait_for_it():
+    (finding,) = _stopped(_rank(0, BACKWARD, 9), _rank(1, BACKWARD, 9), _rank(2, LOCK, 9))
+    assert finding.id == "run-stopped" and finding.severity == "error" and finding.pids == [102]
+    assert finding.title == "Run stopped by rank 2: blocked on a lock in flush_metrics (train.py:29)"
+    assert "ranks 0, 1 wait in all_reduce in backward() at train.py:58" in finding.detail
+    assert finding.evidence["cause_ranks"] == [2] and not finding.evidence["desync"]
+    assert "with _log_lock:" in finding.suggestion
+
+
+def test_a_rank_that_waits_for_its_input_or_runs_without_arriving_is_the_cause():
+    (data,) = _stopped(_rank(0, BACKWARD, 9), _rank(1, DATA, 9), _rank(2, BACKWARD, 9))
+    assert data.pids == [101] and "waits for its own input" in data.title and "worker finding" in data.suggestion
+    (busy,) = _stopped(_rank(0, BACKWARD, 9), _rank(1, BUSY, 0), _rank(2, BACKWARD, 9))
+    assert busy.pids == [101] and "busy in evaluate (train.py:90)" in busy.title
+
+
+def test_ranks_in_different_collectives_have_desynced():
+    (finding,) = _stopped(_rank(0, BACKWARD, 9), _rank(1, BARRIER, 9), _rank(2, BACKWARD, 9))
+    assert finding.evidence["desync"] and finding.pids == [101]
+    assert "ranks 0, 2 wait in all_reduce in backward()" in finding.detail
+    assert "rank 1 waits in barrier at train.py:70" in finding.detail
+
+
+def test_every_rank_here_waiting_in_one_collective_names_the_ranks_of_the_other_nodes():
+    (finding,) = _stopped(_rank(0, BACKWARD, 9, world=4), _rank(1, BACKWARD, 9, world=4))
+    assert finding.evidence["missing_ranks"] == [2, 3] and "ranks 2, 3 (not on this node)" in finding.title
+    assert "ranks 2, 3 on the other nodes" in finding.suggestion
+
+
+def test_a_slow_but_moving_rank_stops_nothing():
+    """The others wait for the straggler at each step, never ``hang_after`` at once."""
+    assert _stopped(_rank(0, BACKWARD, 1.5), _rank(1, BUSY, 0), _rank(2, BACKWARD, 1.5)) == []
+    assert _stopped(_rank(0, BACKWARD, 0), _rank(1, BACKWARD, 0), _rank(2, BACKWARD, 0)) == []
