@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from dltop.model import Activity, DatasetKind, Frame, Phase
+from dltop.model import Activity, DatasetKind, Frame, FrameKind, Phase
 
 DATALOADER = "torch/utils/data/dataloader.py"
 WORKER = "torch/utils/data/_utils/worker.py"
@@ -36,7 +36,7 @@ _TORCH = re.compile(r"/(site|dist)-packages/torch/|^torch/")
 _STDLIB = re.compile(r"/lib/python\d\.\d+/(?!site-packages|dist-packages)|^<frozen ")
 
 
-def frame_kind(path: str) -> str:
+def frame_kind(path: str) -> FrameKind:
     """user | library | torch | stdlib, from the file's full path."""
     if _TORCH.search(path):
         return "torch"

@@ -14,12 +14,13 @@ import dataclasses
 from typing import Optional
 
 from dltop.model import JobInfo, LoaderSample, ProcessSample, Snapshot
+from dltop.model.findings import is_fault
 
 
 def last_view(before: Snapshot, ended: Snapshot) -> Snapshot:
     """``before`` (the last view of the running job) with the exit ``ended`` (the tick that saw it go) added."""
     shown = {(f.id, tuple(f.pids)) for f in before.findings}
-    faults = [f for f in ended.findings if f.severity == "error" and (f.id, tuple(f.pids)) not in shown]
+    faults = [f for f in ended.findings if is_fault(f.id) and (f.id, tuple(f.pids)) not in shown]
     died = {pid for f in faults for pid in f.pids}
     at_exit = {p.pid: p for p in ended.processes}
     return dataclasses.replace(

@@ -24,6 +24,7 @@ from dltop.live.last_view import last_view
 from dltop.live.report import summarize
 from dltop.live.schedule import FRAME_S, WINDOW_S, ticks, ticks_in_window
 from dltop.model import Finding, Pending, Snapshot
+from dltop.model.findings import INPUT_BOUND
 from dltop.settings import DEFAULTS, Settings
 
 # objects allocated (net) between young collections: Python's 700 made a live view collect about
@@ -97,7 +98,7 @@ class LiveLoop:
         for finding in shown:
             evidence = finding.evidence
             workers, now = evidence.get("suggested_workers"), evidence.get("num_workers")
-            if finding.id != "input-bound" or workers is None or now is None or workers <= now:
+            if finding.id != INPUT_BOUND or workers is None or now is None or workers <= now:
                 continue  # no count to add workers to: nothing to hold
             key = (evidence["trainer_pid"], evidence.get("dataset") or "")
             advised.add(key)

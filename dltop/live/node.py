@@ -23,6 +23,7 @@ from dltop.collect.stacks.pyspy import reap_killed
 from dltop.errors import DltopError
 from dltop.live.loop import LiveLoop
 from dltop.live.schedule import FRAME_S, WINDOW_S, ticks, ticks_in_window
+from dltop.model import sampling_broken
 from dltop.settings import Settings
 
 DISCOVER_EVERY_S = 10.0
@@ -70,8 +71,7 @@ class NodeWatcher:
         from dltop.collect.collector import Collector
 
         collector = Collector(pid, gpu=self.gpu, stacks=self.stacks, settings=self.settings, keep_ended_s=WINDOW_S)
-        if collector.stacks is not None:
-            collector.stacks.watcher = NODE  # all day on every node: the budget holds, the floors give way
+        collector.stacks.watcher = NODE  # all day on every node: the budget holds, the floors give way
         return LiveLoop(collector, self.settings, window_ticks=self.window_ticks)
 
     def step(self) -> NodeTick:
@@ -119,8 +119,7 @@ class NodeWatcher:
     def _note_stacks(self, root: int, status: str, tick: NodeTick) -> None:
         """A job whose stack sampling broke (py-spy denied, failing, missing) is a failed collection,
         counted once each time it breaks: its figures still come, its data wait and hangs do not."""
-        broken = status not in ("ok", "off")
-        if broken and self._stacks_status.get(root, "ok") in ("ok", "off"):
+        if sampling_broken(status) and not sampling_broken(self._stacks_status.get(root, "ok")):
             tick.failures[root] = f"stacks: {status}"
         self._stacks_status[root] = status
 

@@ -45,7 +45,7 @@ from dltop.model.vocabulary import (
     sampling_broken,
     sampling_works,
     severity_rank,
-    stacks_error,
+    status_error,
     still_for,
 )
 
@@ -55,5 +55,5 @@ __all__ = [
     "snapshot_from_dict", "ENDED", "JOB_ROLES", "PHASES", "ROLES", "SEVERITIES", "WAITING", "Activity", "BadgeState",
     "DatasetKind", "ExitCause", "FrameKind", "GpuStatus", "JobState", "Phase", "ProcessState", "Role", "Severity",
     "StacksStatus", "gpus_read", "is_stuck", "judged_stuck", "most_severe", "sampling_broken", "sampling_works",
-    "severity_rank", "stacks_error", "still_for",
+    "severity_rank", "status_error", "still_for",
 ]  # fmt: skip

@@ -16,9 +16,12 @@ from dltop.model.vocabulary import (
     PHASES,
     Activity,
     DatasetKind,
+    ExitCause,
+    FrameKind,
     GpuStatus,
     JobState,
     Phase,
+    ProcessState,
     Role,
     Severity,
     StacksStatus,
@@ -34,7 +37,7 @@ class Frame:
     function: str
     file: str
     line: Optional[int]
-    kind: str  # a FrameKind (frame_kind in dltop/frames.py still returns str)
+    kind: FrameKind
     code: Optional[str] = None  # the source line, when dltop could read the file
 
     def where(self) -> str:
@@ -82,7 +85,7 @@ class ProcessSample:
     trainer_pid: Optional[int]
     name: str
     cmdline: str
-    state: str  # a ProcessState (the collector passes /proc's names as str)
+    state: ProcessState
     cpu_percent: Optional[float] = None  # 100 = one core
     cpu_wait_percent: Optional[float] = None  # main thread runnable but waiting for a CPU; 100 = the whole time
     main_thread_cpu_percent: Optional[float] = None  # trainers: the main thread alone (the rest: intra-op threads)
@@ -122,7 +125,7 @@ class ExitedWorker:
     seen_for_s: float
     gone_at: str
     exit_code: Optional[int] = None
-    cause: str = "unknown"  # an ExitCause (the lifecycle still returns str)
+    cause: ExitCause = "unknown"
     trainer_running: bool = True  # its trainer was still running when the worker was seen gone
     last_activity: Activity = "unknown"
     last_stack: Optional[list[Frame]] = None  # innermost last: what it was doing when last sampled
@@ -292,7 +295,7 @@ class Snapshot:
     gpu_status: GpuStatus  # a GpuWord, or "error: <reason>"
     disks: list[DiskSample]
     findings: list[Finding] = field(default_factory=list)
-    stacks_status: StacksStatus = "off"  # a StacksWord, or "error: <reason>" (stacks_error)
+    stacks_status: StacksStatus = "off"  # a StacksWord, or "error: <reason>" (status_error)
     stacks_fix: Optional[str] = None  # how to make stacks available, when they are not
     pending: list[Pending] = field(default_factory=list)  # what the window cannot judge yet
     schema: str = SCHEMA

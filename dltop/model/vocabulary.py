@@ -37,7 +37,7 @@ JobState = Literal["running", "exited"]  # running: a trainer runs, or its launc
 ProcessState = Literal[
     # /proc/<pid>/stat's letter, named as psutil (and the JSON contract) name it
     "running", "sleeping", "disk-sleep", "stopped", "tracing-stop", "zombie", "dead", "wake-kill", "waking",
-    "idle", "parked",
+    "idle", "parked", "unknown",
     # a report's last word on a process no longer there, or gone with its job
     "gone", "exited",
 ]  # fmt: skip
@@ -52,15 +52,15 @@ FrameKind = Literal["user", "library", "torch", "stdlib"]
 ExitCause = Literal["died", "ended", "unknown"]
 
 # stack sampling: working, turned off (--no-stacks), py-spy missing, ptrace refused; or
-# "error: <reason>" (``stacks_error``), which is why the field is a ``StacksStatus`` (str)
+# "error: <reason>" (``status_error``), which is why the field is a ``StacksStatus`` (str)
 StacksWord = Literal["ok", "off", "no-py-spy", "denied"]
 StacksStatus = str
-STACKS_ERROR = "error: "
+STATUS_ERROR = "error: "
 
 
-def stacks_error(reason: object) -> StacksStatus:
-    """The stacks status of a sampler that keeps failing, with why."""
-    return f"{STACKS_ERROR}{reason}"
+def status_error(reason: object) -> str:
+    """The status of a source that keeps failing (stack sampling, NVML), with why: "error: <reason>"."""
+    return f"{STATUS_ERROR}{reason}"
 
 
 def sampling_broken(status: StacksStatus) -> bool:
@@ -98,7 +98,9 @@ PHASES: dict[Phase, str] = {
 DatasetKind = Literal["map", "iterable"]
 
 # the live view's badge: the job's state in one word (its root cause, or why there is no verdict)
-BadgeState = Literal["healthy", "input-bound", "attention", "hung", "dead", "exited", "measuring", "no-stacks"]
+BadgeState = Literal[
+    "healthy", "input-bound", "attention", "hung", "dead", "stopped", "exited", "measuring", "no-stacks"
+]  # fmt: skip
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")  # most severe first

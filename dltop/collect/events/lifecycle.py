@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from dltop.model import ExitedWorker
+from dltop.model import ExitCause, ExitedWorker
 
 KEEP_EXITED = 64  # per trainer: enough for any window a report covers
 
@@ -97,6 +97,6 @@ class WorkerLifecycle:
         return False if self.respawns(trainer_pid) else None
 
 
-def _cause(code: Optional[int]) -> str:
+def _cause(code: Optional[int]) -> ExitCause:
     """Workers leave with 0 at an epoch or loader end (or when their trainer is gone)."""
     return "unknown" if code is None else "ended" if code == 0 else "died"

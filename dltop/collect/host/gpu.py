@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from dltop.collect import procfs
-from dltop.model import GpuProcess, GpuSample
+from dltop.model import GpuProcess, GpuSample, status_error
 
 
 def _reading(nvml: Any, call: Callable[..., Any], *args: Any) -> Any:
@@ -83,7 +83,7 @@ class GpuSampler:
                 for name in ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")
                 if hasattr(nvml, name)
             )
-            self.status = "no-nvml" if isinstance(error, not_there) else f"error: {error}"
+            self.status = "no-nvml" if isinstance(error, not_there) else status_error(error)
             return
         self._nvml = nvml
         self._identities = [_identity(nvml, handle) for handle in self._handles]

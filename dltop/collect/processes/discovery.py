@@ -14,7 +14,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Final, Iterable, Optional
 
 from dltop.collect import procfs
 from dltop.collect.processes.placement import ENV_KEYS, RANK_KEYS
@@ -192,11 +192,15 @@ def _read_rank_env(pid: int) -> dict:
         return {}
 
 
+# torch_version's answer where a process's maps cannot be read (another user's job): no version
+UNREADABLE: Final = "unreadable"
+
+
 def _read_torch_version(pid: int) -> Optional[str]:
     try:
         return procfs.read_torch_version(pid)
     except PermissionError:
-        return "denied"
+        return UNREADABLE
     except OSError:
         return None
 
@@ -277,7 +281,7 @@ class Discovery:
         return self._cmdlines[self._key(pid)][1]
 
     def torch_version(self, pid: int) -> Optional[str]:
-        """torch's version if loaded; None if not; 'denied' when maps cannot be read."""
+        """torch's version if loaded; None if not; UNREADABLE when its maps cannot be read."""
         return self._until_settled(self._torch, pid, _read_torch_version, self._torch_settled)
 
     def _torch_settled(self, pid: int, version: Optional[str]) -> bool:
@@ -341,7 +345,7 @@ class Discovery:
 
     def has_torch(self, pid: int) -> Optional[bool]:
         version = self.torch_version(pid)
-        return None if version == "denied" else version is not None
+        return None if version == UNREADABLE else version is not None
 
     def _child_method(self, pid: int) -> Optional[str]:
         """How multiprocessing started this Python child of a Python parent, if it did."""
@@ -467,7 +471,7 @@ class Discovery:
         if torch_version is None:
             pythons = [p for p in pids if is_python(self._comm(p), self.cmdline(p))]
             torch_version = next(
-                (v for v in map(self.torch_version, [requested, *pythons]) if v not in (None, "denied")), None
+                (v for v in map(self.torch_version, [requested, *pythons]) if v not in (None, UNREADABLE)), None
             )
         named = JobTree(root, requested, {}, torch_version).names_expected
         return JobTree(root, requested, self._prune(self._classify(pids, root, named), root), torch_version)
@@ -568,7 +572,7 @@ class Discovery:
 
     def _not_a_job_reason(self, pid: int) -> str:
         cmd = redact_command(self.cmdline(pid)) or self._comm(pid)
-        if self.torch_version(pid) == "denied":
+        if self.torch_version(pid) == UNREADABLE:
             return (
                 f"cannot inspect pid {pid} ({_short(cmd)}): permission denied; run dltop as the job's user or as root"
             )

@@ -19,14 +19,14 @@ import psutil
 
 from dltop.collect import procfs
 from dltop.collect.processes.discovery import Member
-from dltop.model import Placement, ProcessSample
+from dltop.model import Placement, ProcessSample, ProcessState
 
 FD_LIMIT_TTL_S = 10.0
 FD_KINDS_FROM = 0.5  # share of the fd limit above which dltop looks at what the fds are
 NOT_READ_YET = "not read yet (refreshed within dltop's CPU budget)"
 IO_FIGURES = ("read_bytes_per_s", "write_bytes_per_s", "read_chars_per_s", "write_chars_per_s")
 _ZERO_IO = {"read_bytes": 0, "write_bytes": 0, "rchar": 0, "wchar": 0}
-STATES = {  # stat's letter -> the names psutil (and the JSON contract) use
+STATES: dict[str, ProcessState] = {  # stat's letter -> the names psutil (and the JSON contract) use
     "R": "running", "S": "sleeping", "D": "disk-sleep", "T": "stopped", "t": "tracing-stop", "Z": "zombie",
     "X": "dead", "x": "dead", "K": "wake-kill", "W": "waking", "I": "idle", "P": "parked",
 }  # fmt: skip
@@ -197,7 +197,7 @@ class ProcessSampler:
                 read_chars_per_s=(io["rchar"] - prev_io["rchar"]) / dt,
                 write_chars_per_s=(io["wchar"] - prev_io["wchar"]) / dt,
             )
-        state = STATES.get(stat.state, stat.state)
+        state = STATES.get(stat.state, "unknown")
         return ProcessSample(**base, state=state, unavailable=unavailable, **figures)
 
     def _unseen_children_s(self, pid: int, reaped_s: float) -> float:

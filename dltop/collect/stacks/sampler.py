@@ -75,7 +75,7 @@ from dltop.collect.stacks.pyspy import (
     record_command,
 )
 from dltop.collect.stacks.trainer_time import TrainerSamples, workers_starting
-from dltop.model import Activity, Frame, TrainerTime
+from dltop.model import Activity, Frame, TrainerTime, status_error
 
 DUMP_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 1.0
@@ -358,7 +358,7 @@ class StackSampler:
         elif not result.gone:
             self._failures += 1
             if self._failures >= FAILURES_BEFORE_ERROR and self.status == "ok":
-                self.status = f"error: {result.error}"
+                self.status = status_error(result.error)
                 self.fix = (
                     "py-spy keeps failing on this job: upgrade it (`pip install -U py-spy`); a Python "
                     "newer than the installed py-spy supports is the usual cause"
