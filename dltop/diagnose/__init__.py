@@ -23,6 +23,7 @@ from dltop.diagnose.pending import pending
 from dltop.diagnose.ranks import rank_straggler
 from dltop.diagnose.relations import relate
 from dltop.diagnose.shm import shm_low
+from dltop.diagnose.stopped import run_stopped
 from dltop.diagnose.window import MemoryReadings, ShownAdvice, Window
 from dltop.model import Finding, Snapshot
 from dltop.settings import DEFAULTS, Settings
@@ -35,6 +36,7 @@ RULES: tuple[Rule, ...] = (
     worker_died,
     ranks_restarted,
     trainer_stalled,
+    run_stopped,
     rank_straggler,
     input_bound,
     too_many_workers,

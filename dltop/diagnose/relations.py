@@ -20,6 +20,7 @@ from dltop.model.findings import (
     GPU_UNDERUTILIZED,
     INPUT_BOUND,
     RANK_STRAGGLER,
+    RUN_STOPPED,
     SHM_LOW,
     TOO_MANY_WORKERS,
     TRAINER_STALLED,
@@ -75,13 +76,29 @@ def _waiting_rank(cause: Finding, symptom: Finding) -> bool:
     return bool(trainers) and trainers <= waiting
 
 
+def _in_stopped_run(cause: Finding, symptom: Finding) -> bool:
+    """A rank of the stopped run: its stall, its wait, its pace are the run's stop seen from it."""
+    ranks = {rank["pid"] for rank in cause.evidence.get("ranks") or ()}
+    trainers = {_trainer_of(symptom), symptom.evidence.get("pid"), *(symptom.evidence.get("trainer_pids") or ())}
+    return bool(ranks & (trainers - {None}))
+
+
+def _stopping_rank(cause: Finding, symptom: Finding) -> bool:
+    """The worker that keeps the rank which stopped the run waiting for its input."""
+    return _trainer_of(cause) in (symptom.evidence.get("cause_pids") or ())
+
+
 def _bus_error(cause: Finding, symptom: Finding) -> bool:
     return symptom.evidence.get("signal") == signal.Signals.SIGBUS.name
 
 
 # symptom id -> [(cause id, does this cause explain this symptom)], the likeliest cause first
 EXPLAINS: dict[str, list[tuple[str, Explains]]] = {
+    RUN_STOPPED: [(WORKER_HUNG, _stopping_rank), (WORKER_DIED, _stopping_rank)],
+    TRAINER_STALLED: [(RUN_STOPPED, _in_stopped_run)],
+    RANK_STRAGGLER: [(RUN_STOPPED, _in_stopped_run)],
     INPUT_BOUND: [
+        (RUN_STOPPED, _in_stopped_run),
         (RANK_STRAGGLER, _waiting_rank),
         (WORKER_HUNG, _same_trainer),
         (WORKER_DIED, _same_trainer),
@@ -90,6 +107,7 @@ EXPLAINS: dict[str, list[tuple[str, Explains]]] = {
         (WORKERS_RESPAWNING, _no_shortfall),
     ],
     GPU_UNDERUTILIZED: [
+        (RUN_STOPPED, _in_stopped_run),
         (RANK_STRAGGLER, _waiting_rank),
         (WORKER_HUNG, _on_gpu),
         (TRAINER_STALLED, _on_gpu),
@@ -97,7 +115,7 @@ EXPLAINS: dict[str, list[tuple[str, Explains]]] = {
         (INPUT_BOUND, _on_gpu),
         (WORKERS_RESPAWNING, _on_gpu),
     ],
-    TOO_MANY_WORKERS: [(RANK_STRAGGLER, _waiting_rank)],
+    TOO_MANY_WORKERS: [(RUN_STOPPED, _in_stopped_run), (RANK_STRAGGLER, _waiting_rank)],
     WORKER_DIED: [(SHM_LOW, _bus_error)],
     CPU_OVERSUBSCRIBED: [(WORKERS_RESPAWNING, _startup_storm)],
 }
@@ -112,6 +130,7 @@ BECAUSE = {
     WORKERS_RESPAWNING: "workers start again every epoch (and take the CPUs doing so)",
     SHM_LOW: "/dev/shm is full",
     RANK_STRAGGLER: "this rank waits at every collective for the straggler, trainer {pids}",
+    RUN_STOPPED: "the run has stopped: its ranks wait for one another ({pids} named as the cause)",
 }
 # findings that name their own cause among the others (the straggler rank's input-bound, hung
 # worker, CPUs...): a cause of the same trainer, the likeliest first

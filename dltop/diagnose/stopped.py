@@ -19,10 +19,9 @@ from typing import Optional
 from dltop.diagnose.ranks import runs
 from dltop.diagnose.window import Window
 from dltop.model import Finding, ProcessSample
+from dltop.model.findings import RUN_STOPPED
 from dltop.rank_frames import RankPosition, rank_position
 from dltop.settings import Settings
-
-RUN_STOPPED = "run-stopped"
 
 
 @dataclass(frozen=True)
@@ -44,6 +43,7 @@ class RankAt:
 
     def evidence(self) -> dict:
         frame, site = self.position.frame, self.position.site
+        shown = site or frame
         return {
             "rank": self.trainer.rank,
             "pid": self.trainer.pid,
@@ -52,7 +52,7 @@ class RankAt:
             "blocked_on": self.position.blocked_on,
             "frame": frame.where() if frame else None,
             "site": site.where() if site else None,
-            "code": (site or frame).code if (site or frame) else None,
+            "code": shown.code if shown else None,
             "still_s": round(self.still_s, 1),
         }
 

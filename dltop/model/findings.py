@@ -30,6 +30,7 @@ WORKER_HUNG = "worker-hung"
 WORKER_DIED = "worker-died"
 RANKS_RESTARTED = "ranks-restarted"
 TRAINER_STALLED = "trainer-stalled"
+RUN_STOPPED = "run-stopped"
 STACKS_UNAVAILABLE = "stacks-unavailable"
 RANK_STRAGGLER = "rank-straggler"
 INPUT_BOUND = "input-bound"
@@ -50,6 +51,7 @@ REGISTRY: tuple[FindingType, ...] = (
     FindingType(WORKER_DIED, "fault", "a worker exited with a signal or a non-zero code while its trainer ran"),
     FindingType(RANKS_RESTARTED, "fault", "the launcher started the job's ranks again after one failed"),
     FindingType(TRAINER_STALLED, "fault", "the trainer is stuck outside the DataLoader, its workers idle", True),
+    FindingType(RUN_STOPPED, "fault", "a run's ranks wait for one another and none moves: the rank that stopped it"),
     FindingType(STACKS_UNAVAILABLE, "info", "dltop cannot read stacks: py-spy is missing or may not attach"),
     FindingType(RANK_STRAGGLER, "performance", "one rank waits for data far more than the others, which wait for it"),
     FindingType(INPUT_BOUND, "performance", "the trainer waits for data a large share of its time"),

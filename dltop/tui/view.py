@@ -30,7 +30,15 @@ from dltop.model import (
     sampling_works,
     still_for,
 )
-from dltop.model.findings import HANGS, INPUT_BOUND, RANK_STRAGGLER, RANKS_RESTARTED, WORKER_DIED, is_hang
+from dltop.model.findings import (
+    HANGS,
+    INPUT_BOUND,
+    RANK_STRAGGLER,
+    RANKS_RESTARTED,
+    RUN_STOPPED,
+    WORKER_DIED,
+    is_hang,
+)
 from dltop.settings import DEFAULTS
 from dltop.units import NA, clock, cpu_list, human_bytes, percent, signal_name
 
@@ -51,11 +59,13 @@ BADGES: tuple[tuple[str, str], ...] = (
     ("RESTARTED", "the launcher started the ranks again"),
     ("HUNG", "a worker or trainer stuck on one frame"),
     ("WORKER DIED", "a worker exited with a signal or an error"),
+    ("STOPPED", "the run's ranks wait for one another and none moves; the rank that stopped it is named"),
     ("EXITED", "the job ended: its last view stays until you quit"),
 )
 # a root cause with a badge of its own (a hang has HUNG; any other warning or error, ATTENTION)
 CAUSE_BADGES: dict[str, Badge] = {
     WORKER_DIED: Badge("dead", "WORKER DIED"),
+    RUN_STOPPED: Badge("stopped", "STOPPED"),
     RANKS_RESTARTED: Badge("attention", "RESTARTED"),
     INPUT_BOUND: Badge("input-bound", "INPUT-BOUND"),
 }
@@ -185,7 +195,9 @@ SORTS = ("group", "cpu", "uss", "read", "pid")
 MEASURING = "measuring"  # a figure dltop has not read yet for a new process (not n/a: it will come)
 
 
-Alert = Literal["hung", "dead", "exited", "straggler"]  # why a row stands out
+Alert = Literal["hung", "dead", "exited", "straggler", "stopper"]  # why a row stands out
+# the ROLE cell of a rank that stands out for the run, in the column's 10 cells
+RANK_MARKS: dict[Alert, str] = {"straggler": "slowest", "stopper": "stopper"}
 
 
 @dataclass(frozen=True)
@@ -201,8 +213,8 @@ class Row:
 def rows(snapshot: Snapshot, sort: str = "group") -> list:
     """Table rows: each trainer followed by its workers (and workers that died), by ``sort``."""
     taken = _parse(snapshot.taken_at)
-    stragglers, hung = _named(snapshot, (RANK_STRAGGLER,)), _named(snapshot, HANGS)
-    live = [_process_row(p, taken, p.pid in stragglers, p.pid in hung) for p in snapshot.processes]
+    hung, marks = _named(snapshot, HANGS), _rank_marks(snapshot)
+    live = [_process_row(p, taken, marks.get(p.pid), p.pid in hung) for p in snapshot.processes]
     pids = {p.pid for p in snapshot.processes}
     gone = [
         _exited_row(w)
@@ -228,8 +240,18 @@ def _descending(metric: int, row: Row) -> float:
     return -row.metrics[metric]
 
 
-def _process_row(p: ProcessSample, taken: datetime, straggler: bool, hung: bool) -> Row:
-    role, alert = _role_cell(p, straggler)
+def _rank_marks(snapshot: Snapshot) -> dict[int, Alert]:
+    """The ranks that stand out for their run: the straggler that sets its pace, and the rank
+    that stopped it (not the ranks that only wait for it)."""
+    marks: dict[int, Alert] = dict.fromkeys(_named(snapshot, (RANK_STRAGGLER,)), "straggler")
+    for finding in snapshot.findings:
+        if finding.id == RUN_STOPPED:
+            marks.update(dict.fromkeys(finding.evidence.get("cause_pids") or (), "stopper"))
+    return marks
+
+
+def _process_row(p: ProcessSample, taken: datetime, mark: Optional[Alert], hung: bool) -> Row:
+    role, alert = _role_cell(p, mark)
     activity = activity_text(p)
     if hung:
         alert = "hung"
@@ -242,12 +264,12 @@ def _process_row(p: ProcessSample, taken: datetime, straggler: bool, hung: bool)
     return Row(str(p.pid), p.pid, _cells(p, taken, role, activity), alert, group, metrics)
 
 
-def _role_cell(p: ProcessSample, straggler: bool) -> tuple[str, Optional[Alert]]:
+def _role_cell(p: ProcessSample, mark: Optional[Alert]) -> tuple[str, Optional[Alert]]:
     """The ROLE cell and the row's alert: a trainer with its rank, a worker under its trainer,
-    and the rank that sets the run's pace called the slowest (10 columns), so it stands out."""
+    and a rank that stands out for its run (``mark``) called so (RANK_MARKS)."""
     rank = f" r{p.rank}" if p.rank is not None and p.role == "trainer" else ""
-    if straggler:
-        return f"slowest{rank}", "straggler"
+    if mark is not None:
+        return f"{RANK_MARKS[mark]}{rank}", mark
     return (f"{p.role}{rank}" if p.role in ("trainer", "launcher") else f" └ {p.role}"), None
 
 

@@ -41,11 +41,12 @@ BADGE_STYLE = {
     "attention": "bold black on yellow",
     "hung": "bold white on red",
     "dead": "bold white on red",
+    "stopped": "bold white on red",
     "exited": "bold white on blue",
 }
 RIGHT_ALIGNED = ("pid", "cpu", "rss", "uss", "fds", "read", "age")
 ALERT_RICH = {"hung": Style(color="red", bold=True), "dead": Style(color="red", bold=True), "exited": Style(dim=True),
-              "straggler": Style(color="yellow", bold=True)}  # fmt: skip
+              "straggler": Style(color="yellow", bold=True), "stopper": Style(color="red", bold=True)}  # fmt: skip
 HEADER_RICH = Style(bold=True, underline=True)
 CURSOR_RICH = Style(reverse=True)
 CURSOR_BLUR_RICH = Style(underline=True)

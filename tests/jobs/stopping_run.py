@@ -13,8 +13,8 @@ runs stop, or (the controls) does not:
   slow     (a control) every step costs it --slow-ms more: slow but moving, a straggler
   none     (a control) a healthy run
 The other ranks go on to the next step and wait for it in backward()'s all-reduce. Each rank writes
-``rank-<rank>.json`` (its pid), and the stopping rank ``stop.json``: when it stopped and the line
-it stops at (file, line, function), the truth dltop's verdict is checked against.
+``rank-<rank>.json`` (its pid), and the stopping rank ``stop.json``: when it stopped (or turned
+slow) and the line it stops at (file, line, function), the truth dltop's verdict is checked against.
 """
 
 from __future__ import annotations
@@ -114,8 +114,8 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     for step, (inputs, labels) in enumerate(loader):
         if stops and step == args.stop_after:
-            if args.stop == "worker":
-                _write(report, "stop.json", {"how": "worker", "rank": rank, "pid": os.getpid(), "at": time.time()})
+            if args.stop in ("worker", "slow"):  # from here its input hangs, or every step of it is slower
+                _write(report, "stop.json", {"how": args.stop, "rank": rank, "pid": os.getpid(), "at": time.time()})
             else:
                 stop(args.stop, report, rank, other_group)
         loss = torch.nn.functional.cross_entropy(model(inputs), labels)

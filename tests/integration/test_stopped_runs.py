@@ -1,0 +1,51 @@
+"""A real torchrun run (three ranks, DDP over gloo) stopped by one rank is judged from all its
+ranks at once: the rank that stopped it is named with the line it is on, the others' stalls are
+its consequences; a rank slow but moving stops nothing (tests/jobs/stopping_run.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.support import ROOT, run_dltop, wait_for
+
+STOPPING_RUN = ROOT / "tests/jobs/stopping_run.py"
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3"]
+
+
+def _report(start_job, how: str) -> tuple[dict, dict]:
+    """(the job's truth of where rank 1 stopped, dltop's snapshot of the run once it stopped)."""
+    job = start_job("--stop", how, "--stop-rank", "1", "--stop-after", "10", launcher=TORCHRUN, script=STOPPING_RUN)
+    stop = job.report / "stop.json"
+    wait_for(stop.exists, 120, f"rank 1 to stop ({how})")
+    result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "8", "--hang-after", "4", "--json", timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(stop.read_text()), json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    "how, title",
+    [
+        ("lock", "Run stopped by rank 1: blocked on a lock in flush_metrics (stopping_run.py:{line})"),
+        ("desync", "Run desynced: its ranks wait in different collectives (all_reduce in backward(), barrier)"),
+        ("worker", "Run stopped by rank 1: it waits for its own input in main"),
+    ],
+)
+def test_the_rank_that_stopped_the_run_is_named_with_its_line(start_job, how, title):
+    truth, report = _report(start_job, how)
+    (stopped,) = [f for f in report["findings"] if f["id"] == "run-stopped"]
+    assert stopped["severity"] == "error" and stopped["pids"] == [truth["pid"]]
+    assert stopped["title"].startswith(title.format(line=truth.get("line"))), stopped["title"]
+    waiting = {r["rank"]: r for r in stopped["evidence"]["ranks"] if r["rank"] != 1}
+    assert sorted(waiting) == [0, 2] and all(r["call"] == "all_reduce in backward()" for r in waiting.values())
+    stalled = [f for f in report["findings"] if f["id"] == "trainer-stalled" and f["pids"] != [truth["pid"]]]
+    assert stalled and all(f["explained_by"] for f in stalled), stalled  # the waiting ranks: consequences
+    if how == "worker":  # worker-hung -> the rank -> the run
+        assert stopped["explained_by"] == "worker-hung"
+
+
+def test_a_slow_but_moving_rank_stops_nothing(start_job):
+    _, report = _report(start_job, "slow")
+    assert not [f for f in report["findings"] if f["id"] in ("run-stopped", "trainer-stalled")], report["findings"]
