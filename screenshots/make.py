@@ -5,7 +5,7 @@
     python screenshots/make.py shots-no-bench   # the same without the bench run (a minute of CPU)
 
 The recordings are real `dltop snapshot --json` reports of the bundled demo job; the SVG snapshot
-tests (tests/test_tui.py) replay the same files.
+tests (tests/unit/test_tui.py) replay the same files.
 """
 
 from __future__ import annotations

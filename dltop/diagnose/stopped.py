@@ -112,24 +112,15 @@ def _missing_ranks(ranks: list[RankAt]) -> list[int]:
 
 def _verdict(run: str, ranks: list[RankAt], waiting: list[RankAt]) -> Finding:
     """The cause (ranks not where the others are), a desync, or ranks elsewhere not arrived."""
-    in_collectives = [r for r in ranks if r.position.waits_for_ranks]
+    calls = _by_call([r for r in ranks if r.position.waits_for_ranks])
     causes = [r for r in ranks if not r.position.waits_for_ranks]
-    calls = _by_call(in_collectives)
-    desync = len(calls) > 1
-    missing = _missing_ranks(ranks) if not causes and not desync else []
+    missing = _missing_ranks(ranks) if not causes and len(calls) == 1 else []
     if causes:
-        blamed = causes
-        title = f"Run stopped by {_names(causes)}: {' and '.join(map(_cause_text, causes))}"
-        detail = "; ".join([*calls, *(f"{r.name} (pid {r.trainer.pid}) {r.position.describe()}" for r in causes)])
-    elif desync:
-        blamed = [r for group in list(calls.values())[1:] for r in group]
-        title = f"Run desynced: its ranks wait in different collectives ({', '.join(map(_call_of, calls.values()))})"
-        detail = "; ".join(calls) + ". Each waits for the others to join its own call, which they never will"
+        blamed, title, detail = causes, *_stopped_by(causes, calls)
+    elif len(calls) > 1:
+        blamed, title, detail = _desynced(calls)
     else:
-        blamed = []
-        elsewhere = f"ranks {', '.join(map(str, missing))} (not on this node)" if missing else "no rank"
-        title = f"Run stopped: every rank here waits in {_call_of(in_collectives)}; {elsewhere} arrived"
-        detail = "; ".join(calls) + ". None of this node's ranks is missing from the call"
+        blamed, title, detail = [], *_waiting_elsewhere(calls, missing)
     longest = max(r.still_s for r in waiting)
     host = socket.gethostname()
     return Finding(
@@ -141,7 +132,7 @@ def _verdict(run: str, ranks: list[RankAt], waiting: list[RankAt]) -> Finding:
         evidence={
             "run": run,
             "host": host,
-            "desync": desync,
+            "desync": not causes and len(calls) > 1,
             "cause_ranks": [r.trainer.rank for r in blamed],
             "cause_pids": [r.trainer.pid for r in blamed],
             "waiting_pids": [r.trainer.pid for r in waiting],
@@ -149,9 +140,30 @@ def _verdict(run: str, ranks: list[RankAt], waiting: list[RankAt]) -> Finding:
             "stopped_s": round(longest, 1),
             "ranks": [r.evidence() for r in ranks],
         },
-        suggestion=_suggestion(causes, desync, missing),
+        suggestion=_suggestion(causes, not causes and len(calls) > 1, missing),
         impact=1.0,
     )
+
+
+def _stopped_by(causes: list[RankAt], calls: dict[str, list[RankAt]]) -> tuple[str, str]:
+    """Ranks not in any collective: they stopped the run; what they do and what the others wait in."""
+    title = f"Run stopped by {_names(causes)}: {' and '.join(map(_cause_text, causes))}"
+    return title, "; ".join([*calls, *(f"{r.name} (pid {r.trainer.pid}) {r.position.describe()}" for r in causes)])
+
+
+def _desynced(calls: dict[str, list[RankAt]]) -> tuple[list[RankAt], str, str]:
+    """Every rank waits, in different calls: those outside the largest group are named."""
+    blamed = [r for group in list(calls.values())[1:] for r in group]
+    title = f"Run desynced: its ranks wait in different collectives ({', '.join(map(_call_of, calls.values()))})"
+    return blamed, title, "; ".join(calls) + ". Each waits for the others to join its own call, which they never will"
+
+
+def _waiting_elsewhere(calls: dict[str, list[RankAt]], missing: list[int]) -> tuple[str, str]:
+    """Every rank here waits in one call: the ranks it waits for are on other nodes (or none is missing)."""
+    elsewhere = f"ranks {', '.join(map(str, missing))} (not on this node)" if missing else "no rank"
+    (group,) = calls.values()
+    title = f"Run stopped: every rank here waits in {_call_of(group)}; {elsewhere} arrived"
+    return title, "; ".join(calls) + ". None of this node's ranks is missing from the call"
 
 
 def _call_of(ranks: list[RankAt]) -> str:
