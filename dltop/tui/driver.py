@@ -5,7 +5,8 @@ whether it should stop and whether a lone ESC has waited long enough to be a key
 0.2 % of a core on an idle screen, as much as everything else an idle Textual app does. This one
 blocks until a key arrives, until the moment the parser is waiting for (a lone ESC, then
 ``ESCDELAY`` later), or until ``disable_input`` writes to a wake-up pipe. A Textual whose parser
-keeps no such deadline gets Textual's own loop.
+keeps no such deadline gets Textual's own loop. The private Textual names it reads (the parser, its
+deadline, the driver's debug flag) come from textual_private.py.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ import selectors
 from codecs import getincrementaldecoder
 from typing import Optional
 
-from textual._parser import ParseError
-from textual._time import get_time
-from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
+
+from dltop.tui.textual_private import ParseError, XTermParser, driver_debug, get_time, keeps_deadline, parser_deadline
 
 
 class QuietLinuxDriver(LinuxDriver):
@@ -53,8 +53,8 @@ class QuietLinuxDriver(LinuxDriver):
                 pass
 
     def run_input_thread(self) -> None:
-        parser = XTermParser(self._debug)
-        if not hasattr(parser, "_timeout_time"):  # another Textual: its own loop
+        parser = XTermParser(driver_debug(self))
+        if not keeps_deadline(parser):  # another Textual: its own loop
             super().run_input_thread()
             return
         decode = getincrementaldecoder("utf-8")().decode
@@ -82,5 +82,5 @@ class QuietLinuxDriver(LinuxDriver):
 
 def _timeout(parser: XTermParser) -> Optional[float]:
     """None (wait for input) unless the parser waits for a moment: then until that moment."""
-    deadline = parser._timeout_time
+    deadline = parser_deadline(parser)
     return None if deadline is None else max(0.0, deadline - get_time())

@@ -28,6 +28,7 @@ from textual.widgets.option_list import Option
 from dltop.diagnose.relations import Entry, grouped
 from dltop.model import Snapshot
 from dltop.tui import view
+from dltop.tui.textual_private import option_visual
 from dltop.units import percent
 
 FIGURES_EVERY_S = 3.0  # a live view redraws a finding whose figures alone changed at most this often
@@ -476,9 +477,9 @@ class FindingsPanel(OptionList):
         rules, taller = cast(RulesMap, self.styles), not region  # not laid out yet: the layout measures them
         for index, (option, prompt) in enumerate(zip(self.options, prompts)):
             if option.prompt is not prompt:
-                height = None if taller else self._get_visual(option).get_height(rules, width)
+                height = None if taller else option_visual(self, option).get_height(rules, width)
                 self.replace_option_prompt_at_index(index, prompt)
-                taller = taller or self._get_visual(option).get_height(rules, width) != height
+                taller = taller or option_visual(self, option).get_height(rules, width) != height
         if taller:
             self.refresh(layout=True)
 
@@ -505,7 +506,7 @@ class FindingsPanel(OptionList):
         """Rows each option takes at ``width`` columns (the layout gives the panel what it needs);
         each entry's is worked out once per width (KeptVisual)."""
         rules = cast(RulesMap, self.styles)
-        return [self._get_visual(option).get_height(rules, width) for option in self.options]
+        return [option_visual(self, option).get_height(rules, width) for option in self.options]
 
 
 class KeptVisual(Visual):
