@@ -33,8 +33,8 @@ class RankWait:
     error: float  # its standard error
 
 
-def runs(snap: Snapshot) -> dict[str, list[ProcessSample]]:
-    """{run: its ranks on this node}, for runs with two ranks here or more."""
+def runs(snap: Snapshot, at_least: int = 2) -> dict[str, list[ProcessSample]]:
+    """{run: its ranks on this node}, for runs with ``at_least`` ranks here."""
     grouped: dict[str, list[ProcessSample]] = {}
     trainers = [p for p in snap.processes if p.role == "trainer" and p.state not in ENDED]
     for trainer in trainers:
@@ -43,7 +43,7 @@ def runs(snap: Snapshot) -> dict[str, list[ProcessSample]]:
             run = f"job {snap.job.pid}"  # ranks one launcher started, with no run id or rendezvous to read
         if run is not None:
             grouped.setdefault(run, []).append(trainer)
-    return {run: ranks for run, ranks in grouped.items() if len(ranks) >= 2}
+    return {run: ranks for run, ranks in grouped.items() if len(ranks) >= at_least}
 
 
 def _rank_wait(trainer: ProcessSample, loaders: list[LoaderSample], settings: Settings) -> Optional[RankWait]:

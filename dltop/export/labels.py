@@ -17,6 +17,9 @@ TRAINER = ("job_pid", "trainer_pid", "rank", "local_rank", "world_size", "run_id
 LOADER = (*TRAINER, "loader")
 PROCESS = (*LOADER, "role", "worker_id")  # a trainer's loader and worker_id are ""
 GPU = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")  # as dcgm-exporter
+# a rank of a distributed run, by where its main thread is: bounded (no pid, no frame), so one rule
+# can join every node's ranks of a run (the scrape adds the node)
+RANK = ("run_id", "rank", "where", "call")
 
 
 def text(value: object) -> str:

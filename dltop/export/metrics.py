@@ -15,7 +15,8 @@ from typing import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from dltop import __version__
-from dltop.export.labels import GPU, LOADER, PROCESS, TRAINER, gpu_values, text
+from dltop.diagnose.stopped import run_ranks
+from dltop.export.labels import GPU, LOADER, PROCESS, RANK, TRAINER, gpu_values, text
 from dltop.export.state import ExporterState, JobView
 from dltop.model import PHASES, sampling_broken, still_for
 from dltop.model.findings import is_hang
@@ -72,6 +73,7 @@ class NodeCollector:
         )
         yield from self._jobs(view.jobs)
         yield from self._trainers(view.jobs)
+        yield from self._ranks(view.jobs)
         yield from self._loaders(view.jobs)
         yield from self._processes(view.jobs)
         yield from self._findings(view.jobs)
@@ -140,6 +142,30 @@ class NodeCollector:
                 workers = [p for p, _ in job.roster.processes if p.role == "worker" and p.trainer_pid == pid]
                 hung.add_metric(values, sum(1 for w in workers if w.pid in hung_pids))
         yield from (ratio, waited, phases, hung)
+
+    def _ranks(self, jobs: list) -> Iterator[Metric]:
+        """Each rank of a distributed run by where it is, and how long it has been still there: a
+        rule joins the ranks of every node (which rank is not in the collective the rest wait in)."""
+        still = _gauge(
+            "dltop_rank_still_seconds",
+            "Seconds the rank's main thread has kept its stack without CPU (0 while it runs), by where it is: "
+            "collective (call: which), sync (a collective completing), data, blocked or running",
+            RANK,
+        )
+        world = _gauge("dltop_run_world_size", "The run's ranks on every node together (WORLD_SIZE)", ("run_id",))
+        sizes: dict[str, int] = {}
+        for job in jobs:
+            for run, ranks in run_ranks(job.snapshot).items():
+                for at in ranks:
+                    place = at.trainer.placement
+                    run_id = (place.run if place is not None else None) or run
+                    values = (run_id, text(at.trainer.rank), at.position.where, text(at.position.call))
+                    still.add_metric(values, round(at.still_s, 1))
+                    if place is not None and place.world_size:
+                        sizes[run_id] = place.world_size
+        for run_id, size in sizes.items():
+            world.add_metric([run_id], size)
+        yield from (still, world)
 
     def _loaders(self, jobs: list) -> Iterator[Metric]:
         info = InfoMetricFamily("dltop_loader", "A trainer's DataLoader and its settings as read", labels=list(LOADER))

@@ -107,3 +107,35 @@ def test_a_slow_but_moving_rank_stops_nothing():
     """The others wait for the straggler at each step, never ``hang_after`` at once."""
     assert _stopped(_rank(0, BACKWARD, 1.5), _rank(1, BUSY, 0), _rank(2, BACKWARD, 1.5)) == []
     assert _stopped(_rank(0, BACKWARD, 0), _rank(1, BACKWARD, 0), _rank(2, BACKWARD, 0)) == []
+
+
+def test_the_exporter_says_where_each_rank_is_with_bounded_labels_and_drops_them_with_the_run():
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from dltop.export.metrics import NodeCollector
+    from dltop.export.server import registry_for
+    from dltop.export.state import ExporterState
+    from dltop.live.node import NodeTick
+    from tests.prometheus import series
+
+    def scrape(state: ExporterState) -> dict:
+        text = generate_latest(registry_for(NodeCollector(state, "node-a"))).decode()
+        return {family.name: family for family in text_string_to_metric_families(text)}
+
+    ranks = [_rank(0, BACKWARD, 9, world=4), _rank(1, LOCK, 9, world=4)]
+    snap = dataclasses.replace(bound_window(10.0, ticks=1)[0], processes=ranks, loaders=[])
+    state = ExporterState()
+    state.update(NodeTick(snapshots=[snap]))
+    families = scrape(state)
+    still = {s.labels["rank"]: s for s in series(families, "dltop_rank_still_seconds")}
+    assert still["0"].labels == {
+        "run_id": "run-1",
+        "rank": "0",
+        "where": "collective",
+        "call": "all_reduce in backward()",
+    }
+    assert still["1"].labels["where"] == "blocked" and still["1"].value == 9
+    assert series(families, "dltop_run_world_size", run_id="run-1")[0].value == 4
+    state.update(NodeTick(ended=[snap.job.pid]))
+    assert not series(scrape(state), "dltop_rank_still_seconds")  # gone with its run
