@@ -6,6 +6,8 @@
     python benchmarks/bench_truth.py --cell 'spawn-nonp-short-*' --cell imagenet
     python benchmarks/bench_truth.py --subset compat --job-python /work/venv-torch24/bin/python
     python benchmarks/bench_truth.py --subset libs --out /tmp/truth-libs   # real libraries (~35 min)
+    python benchmarks/bench_truth.py --subset stopped --out /tmp/truth-stopped  # stopped runs (~20 min)
+    python benchmarks/bench_truth.py --cell 'stop-lock-*' --cell 'stop-none-h5'
 
 Cells: start method (fork | spawn | forkserver) x persistent or not x epoch length (short: 10
 batches; long: no epoch end in the window) x num_workers 0 / 1 / 2 / 4 x load (cpu: 5 ms of CPU
@@ -21,6 +23,10 @@ over tar shards (as many workers as shards, more with empty_check=False, more wi
 check), Hugging Face datasets
 map-style (set_transform) and streaming (to_iterable_dataset(num_shards=2) under 4 workers), timm's
 create_loader (in its own venv, --timm-python), and a loop inside a Jupyter kernel (ipykernel).
+``--subset stopped`` (or ``--cell 'stop-*'``): torchrun runs (3 ranks, gloo) that one rank stops
+by a lock in its code, a desync, its hung DataLoader worker, a busy loop, a FIFO read, and the
+controls (a slow rank that moves, a healthy run), each at --hang-after 20 and 5: the rank and line
+named against the job's stop.json, and the time from the stall to the verdict (truth_stopped.py).
 Truth per trainer: the job's clock, py-spy at 50 Hz on each trainer, worker pids, which workers
 served samples, the job's own rate with nothing attached; advice applied as medians of 3 short runs
 before and after (alternating), nothing attached.
@@ -45,6 +51,7 @@ from pathlib import Path
 from typing import Optional
 
 import truth_observe as observe
+import truth_stopped
 from truth_checks import (
     Check,
     LibShape,
@@ -822,6 +829,25 @@ def lib_run_speedup(outcomes: list) -> Optional[Check]:
     return found
 
 
+# -- stopped runs (truth_stopped.py) -------------------------------------------------------------
+
+
+def run_stop_cell(c: truth_stopped.StopCell, run: Run, scratch: Path) -> Outcome:
+    outcome = Outcome(c.name)
+    with run.lock.measuring():
+        began = time.monotonic()
+        try:
+            truth_stopped.run_stop_cell(c, run, Path(tempfile.mkdtemp(prefix=f"{c.name}-", dir=scratch)), outcome)
+        except (AssertionError, RuntimeError) as failure:
+            outcome.error = str(failure)[-800:]
+        except Exception:  # noqa: BLE001 (a report shaped otherwise than the checks expect: this cell's error)
+            import traceback
+
+            outcome.error = traceback.format_exc()[-800:]
+    outcome.seconds = round(time.monotonic() - began, 1)
+    return outcome
+
+
 # -- the table ----------------------------------------------------------------------------------
 
 
@@ -870,7 +896,11 @@ def write(out: Optional[str], outcomes: list, header: str) -> None:
         return
     base = Path(out).with_suffix("") if Path(out).suffix in (".md", ".json") else Path(out)
     base.with_suffix(".json").write_text(json.dumps([o.to_dict() for o in outcomes], indent=1))
-    base.with_suffix(".md").write_text(markdown(outcomes, header))
+    stopped = [o for o in outcomes if o.name.startswith("stop-")]
+    text = markdown(outcomes, header)
+    if stopped:
+        text += "\n## Stopped runs\n\n" + truth_stopped.table(stopped)
+    base.with_suffix(".md").write_text(text)
 
 
 def print_outcome(outcome: Outcome) -> None:
@@ -884,12 +914,15 @@ def print_outcome(outcome: Outcome) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cell", action="append", help="run only cells matching this glob (repeatable; 'imagenet')")
+    parser.add_argument(
+        "--cell", action="append", help="run only cells matching this glob (repeatable; 'imagenet'; 'stop-*')"
+    )
     parser.add_argument(
         "--subset",
-        choices=["all", "compat", "libs"],
+        choices=["all", "compat", "libs", "stopped"],
         default="all",
-        help="libs: the jobs on real libraries (tests/jobs) instead of the matrix",
+        help="libs: the jobs on real libraries (tests/jobs) instead of the matrix; stopped: the stopped runs "
+        "(with 'all' they run only when --cell names them)",
     )
     parser.add_argument("--timm-python", default="/work/venv-timm/bin/python", help="python with timm (libs)")
     parser.add_argument("--wds-dir", default="/tmp/truth-wds", help="webdataset shards (libs; made once)")
@@ -914,16 +947,20 @@ def main() -> None:
     parser.add_argument("--tree", help="run dltop and the jobs from this copy of the source tree")
     parser.add_argument("--out", help="write the table to OUT.md and OUT.json (updated after every cell)")
     args = parser.parse_args()
-    cells = lib_matrix() if args.subset == "libs" else matrix()
+    stopped = truth_stopped.stopped_cells()
+    cells = {"libs": lib_matrix(), "stopped": stopped}.get(args.subset) or matrix()
     if args.subset == "compat":
         cells = [c for c in cells if c.name in COMPAT]
     names = [c.name for c in cells] + (["imagenet"] if args.subset == "all" else [])
+    named_only = [c.name for c in stopped] if args.subset == "all" else []  # run when --cell names them
     if args.list:
-        print("\n".join(names))
+        print("\n".join(names + named_only))
         return
     if args.tree:
         observe.use_tree(Path(args.tree))
     chosen = [n for n in names if not args.cell or any(fnmatch.fnmatch(n, p) for p in args.cell)]
+    chosen += [n for n in named_only if args.cell and any(fnmatch.fnmatch(n, p) for p in args.cell)]
+    cells = cells + (stopped if named_only else [])
     lock = CpuLock(None if args.no_lock else LOCK, args.lock_hold)
     run = Run(args.duration, args.warmup, args.job_python, args.dltop_python, lock, not args.no_apply,
               tuple(args.pyspy_rate), args.timm_python, args.wds_dir, args.timm_dir)  # fmt: skip
@@ -933,7 +970,9 @@ def main() -> None:
     outcomes: list = []
     with tempfile.TemporaryDirectory(prefix="dltop-truth-") as scratch:
         for c in [c for c in cells if c.name in chosen for _ in range(args.repeat)]:
-            if isinstance(c, LibCell):
+            if isinstance(c, truth_stopped.StopCell):
+                outcomes.append(run_stop_cell(c, run, Path(scratch)))
+            elif isinstance(c, LibCell):
                 outcomes.append(run_lib_cell(c, run, Path(scratch)))
                 lib_run_speedup(outcomes)  # a check of the slow DDP cell, once both DDP cells ran
             else:
@@ -949,6 +988,8 @@ def main() -> None:
             write(args.out, outcomes, header)
     lock.release()
     print("\n" + summary(outcomes))
+    if any(o.name.startswith("stop-") for o in outcomes):
+        print("\n" + truth_stopped.table([o for o in outcomes if o.name.startswith("stop-")]))
 
 
 if __name__ == "__main__":
