@@ -7,28 +7,25 @@ training job by what it is (torch loaded, workers, a launcher), never by its num
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 from typing import Optional
 
-import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.namespaces import Namespace
 from tests.prometheus import free_port
-from tests.support import ROOT, TRAIN, Job, assert_one_line_error, run_dltop, wait_for
+from tests.support import TRAIN, Job, assert_one_line_error, run_dltop, wait_for
 
 JOB_ARGS = ("--workers", "1", "--persistent", "--sample-ms", "5", "--step-ms", "10")
 
 
-class NamespaceJob:
-    """tests/jobs/train.py under ``launcher`` (a shell's ``sh -c`` where ``shell``) as PID 1 of a new
-    PID namespace, in a session of its own. Killing that session kills its init, and the kernel then
-    kills every process left in the namespace."""
+class NamespaceJob(Namespace):
+    """tests/jobs/train.py under ``launcher`` (a shell's ``sh -c`` where ``shell``) as PID 1 of a
+    PID namespace of its own, with what it writes of itself (pids as the namespace numbers them)."""
 
     def __init__(self, report: Path, launcher: tuple[str, ...], shell: bool) -> None:
         report.mkdir()
@@ -36,44 +33,10 @@ class NamespaceJob:
         command = [*launcher, str(TRAIN), "--report", str(report), *JOB_ARGS]
         if shell:
             command = ["sh", "-c", " ".join(command) + "; true"]  # the shell stays, as init
-        with open(report / "stderr.txt", "w") as stderr:
-            self.proc = subprocess.Popen(
-                ["unshare", "--pid", "--fork", "--mount-proc", *command],
-                start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT,
-            )  # fmt: skip
-
-    @property
-    def init_pid(self) -> int:
-        """The namespace's PID 1 as the host numbers it: unshare's child."""
-        return wait_for(lambda: [c.pid for c in psutil.Process(self.proc.pid).children()], 10, "the namespace")[0]
-
-    def host_pids(self, comm: str) -> list[int]:
-        """Host pids of the namespace's processes with this name (worker processes: pt_data_worker)."""
-        found = [self.init_pid, *(p.pid for p in psutil.Process(self.init_pid).children(recursive=True))]
-        return [p for p in found if _comm(p) == comm]
-
-    def inside(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-        """dltop run inside the namespace (its processes, its /proc), as `docker exec` runs it."""
-        command = ["nsenter", "-t", str(self.init_pid), "-p", "-m", sys.executable, "-m", "dltop", *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        super().__init__(command, report / "stderr.txt")
 
     def records(self, kind: str) -> list[dict]:
-        """What the job wrote of itself (pids as the namespace numbers them)."""
         return self.job.records(kind)
-
-    def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=30)
-
-
-def _comm(pid: int) -> Optional[str]:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return None
 
 
 @pytest.fixture
@@ -142,18 +105,11 @@ def test_torchrun_as_pid_1_is_one_job_of_its_ranks_inside_and_outside(in_namespa
 
     # the exporter in the namespace (a sidecar in the pod's PID namespace) sees the run
     port = free_port()
-    exporter = subprocess.Popen(
-        ["nsenter", "-t", str(job.init_pid), "-p", "-m", sys.executable, "-m", "dltop", "exporter",
-         "--listen", "127.0.0.1", "--port", str(port), "--interval", "1", "--discover-every", "1"],
-        cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        families = wait_for(lambda: _trainer_series(port), 60, "the exporter's trainer series")
-        assert families["dltop_jobs"] == 1
-        assert families["trainers"] == {("1", "0"), ("1", "1")}  # (job_pid, rank)
-    finally:
-        os.killpg(exporter.pid, signal.SIGKILL)
-        exporter.wait()
+    job.start_inside("exporter", "--listen", "127.0.0.1", "--port", str(port), "--interval", "1",
+                     "--discover-every", "1", log=job.job.report / "exporter.txt")  # fmt: skip
+    families = wait_for(lambda: _trainer_series(port), 60, "the exporter's trainer series")
+    assert families["dltop_jobs"] == 1
+    assert families["trainers"] == {("1", "0"), ("1", "1")}  # (job_pid, rank)
 
 
 def _trainer_series(port: int) -> Optional[dict]:
@@ -185,5 +141,5 @@ def test_an_init_that_is_no_job_is_refused_and_the_job_under_it_is_found(in_name
     assert_one_line_error(job.inside("snapshot", "--pid", "1"), "is the init of its PID namespace")
     (listed,) = _json(job.inside("jobs", "--json"))["jobs"]
     assert listed["pid"] == trainer and listed["workers"] == 1, listed
-    if not (_comm(1) or "").startswith("python"):  # this machine's init, where it is no job either
+    if not Path("/proc/1/comm").read_text().startswith("python"):  # this machine's init, where it is no job either
         assert_one_line_error(run_dltop("snapshot", "--pid", "1"), "is the init of its PID namespace")
