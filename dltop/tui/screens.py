@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Log, Static
+from textual.widgets import DataTable, Footer, Static
 
 from dltop.model import Snapshot
 from dltop.tui import view
@@ -174,6 +174,36 @@ class PickerScreen(Screen):
         self.dismiss(int(str(event.row_key.value)))
 
 
+class BenchLog(VerticalScroll):
+    """A bench's command line and output, long lines wrapped at the widget's width (Textual's Log
+    cuts them and scrolls sideways): nothing to scroll to sideways, and a resize wraps them again.
+    It follows the output while it is scrolled to its end."""
+
+    DEFAULT_CSS = """
+    BenchLog {
+        background: $surface;
+        color: $text;
+        overflow-x: hidden;
+        &:focus { background-tint: $foreground 5%; }
+    }
+    BenchLog > Static { width: 1fr; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.lines: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static()
+
+    def write_line(self, line: str) -> None:
+        follow = self.is_vertical_scroll_end
+        self.lines.append(line)
+        self.query_one(Static).update(Text("\n".join(self.lines)))  # a Text: brackets are not markup
+        if follow:
+            self.call_after_refresh(self.scroll_end, animate=False)
+
+
 class BenchScreen(Screen):
     """Runs ``dltop bench <finding's bench_args>`` and streams its output."""
 
@@ -187,7 +217,7 @@ class BenchScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Benching: {self.finding.suggestion}\n(a twin of this job, current vs suggested; the job"
                           " itself is not touched)", style="bold"))  # fmt: skip
-        yield Log(id="log")
+        yield BenchLog(id="log")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -196,7 +226,7 @@ class BenchScreen(Screen):
     @work(thread=True, exclusive=True)
     def _run(self) -> None:
         command = [sys.executable, "-m", "dltop", "bench", *self.finding.bench_args]
-        log = self.query_one("#log", Log)
+        log = self.query_one("#log", BenchLog)
         self.app.call_from_thread(log.write_line, "$ dltop bench " + " ".join(self.finding.bench_args))
         self.proc = proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                             start_new_session=True)  # fmt: skip
