@@ -71,7 +71,10 @@ def stacks_text(snap: Snapshot) -> str:
     lines = [f"stacks of job {snap.job.pid} at {snap.taken_at} (sampled without pausing: py-spy --nonblocking)"]
     for proc in snap.processes:
         still = f" · same stack {proc.stuck_s:.0f}s without CPU" if proc.stuck_s else ""
-        lines.append(f"\n{proc.role} {proc.pid} · {proc.state} · {proc.activity}{still} · sampled {proc.stack_at}")
+        rank = f" rank {proc.rank}" if proc.role == "trainer" and proc.rank is not None else ""
+        lines.append(
+            f"\n{proc.role}{rank} {proc.pid} · {proc.state} · {proc.activity}{still} · sampled {proc.stack_at}"
+        )
         lines.extend(_frame_lines(proc.stack) if proc.stack else ["  (no stack)"])
     for loader in snap.loaders:
         for gone in loader.workers_exited:

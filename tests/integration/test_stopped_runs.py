@@ -5,7 +5,11 @@ its consequences; a rank slow but moving stops nothing (tests/jobs/stopping_run.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
+from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -15,12 +19,26 @@ STOPPING_RUN = ROOT / "tests/jobs/stopping_run.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3"]
 
 
-def _report(start_job, how: str) -> tuple[dict, dict]:
-    """(the job's truth of where rank 1 stopped, dltop's snapshot of the run once it stopped)."""
+def _report(start_job, how: str, recording: Optional[Path] = None) -> tuple[dict, dict]:
+    """(the job's truth of where rank 1 stopped, dltop's snapshot of the run once it stopped);
+    ``recording``: `dltop record` watches it meanwhile, into that file."""
     job = start_job("--stop", how, "--stop-rank", "1", "--stop-after", "10", launcher=TORCHRUN, script=STOPPING_RUN)
-    stop = job.report / "stop.json"
-    wait_for(stop.exists, 120, f"rank 1 to stop ({how})")
-    result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "8", "--hang-after", "4", "--json", timeout=120)
+    recorder = None
+    if recording is not None:  # once the ranks are up: before, it is no training job yet
+        wait_for(lambda: len(job.records("rank")) == 3, 120, "the 3 ranks")
+        recorder = subprocess.Popen(
+            [sys.executable, "-m", "dltop", "record", "--pid", str(job.pid), "-o", str(recording), "--hang-after", "4",
+             "--quiet"], cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    try:
+        stop = job.report / "stop.json"
+        wait_for(stop.exists, 120, f"rank 1 to stop ({how})")
+        args = ("snapshot", "--pid", str(job.pid), "--duration", "8", "--hang-after", "4", "--json")
+        result = run_dltop(*args, timeout=120)
+    finally:
+        if recorder is not None:
+            recorder.send_signal(signal.SIGINT)  # as ^C: it closes the recording
+            recorder.wait(timeout=60)
     assert result.returncode == 0, result.stderr
     return json.loads(stop.read_text()), json.loads(result.stdout)
 
@@ -33,8 +51,9 @@ def _report(start_job, how: str) -> tuple[dict, dict]:
         ("worker", "Run stopped by rank 1: it waits for its own input in main"),
     ],
 )
-def test_the_rank_that_stopped_the_run_is_named_with_its_line(start_job, how, title):
-    truth, report = _report(start_job, how)
+def test_the_rank_that_stopped_the_run_is_named_with_its_line(start_job, tmp_path, how, title):
+    recording = tmp_path / "run.dltop" if how == "lock" else None
+    truth, report = _report(start_job, how, recording)
     (stopped,) = [f for f in report["findings"] if f["id"] == "run-stopped"]
     assert stopped["severity"] == "error" and stopped["pids"] == [truth["pid"]]
     assert stopped["title"].startswith(title.format(line=truth.get("line"))), stopped["title"]
@@ -44,6 +63,11 @@ def test_the_rank_that_stopped_the_run_is_named_with_its_line(start_job, how, ti
     assert stalled and all(f["explained_by"] for f in stalled), stalled  # the waiting ranks: consequences
     if how == "worker":  # worker-hung -> the rank -> the run
         assert stopped["explained_by"] == "worker-hung"
+    if recording is not None:  # the recorder's incident bundle holds every rank's stack
+        (bundle,) = tmp_path.glob("run.incident-*-run-stopped")
+        assert json.loads((bundle / "incident.json").read_text())["finding"]["pids"] == [truth["pid"]]
+        stacks = (bundle / "stacks.txt").read_text()
+        assert all(f"trainer rank {rank} " in stacks for rank in (0, 1, 2)) and "flush_metrics" in stacks
 
 
 def test_a_slow_but_moving_rank_stops_nothing(start_job):

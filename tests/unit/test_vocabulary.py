@@ -4,6 +4,8 @@ threshold is defined once, and the docs say what the code does."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -162,3 +164,11 @@ def test_readme_table_says_what_settings_holds(text: str, figure: str):
 def test_every_setting_is_a_number_with_a_default():
     for name, value in vars(Settings()).items():
         assert isinstance(value, (int, float)), name
+
+
+def test_the_recorder_names_the_faults_that_open_an_incident():
+    """Its help and docs/recorder.md list what the registry calls a fault."""
+    recorder_doc = _flat((ROOT / "docs" / "recorder.md").read_text())
+    result = subprocess.run([sys.executable, "-m", "dltop", "record", "--help"], capture_output=True, text=True)
+    for fault in FAULTS:
+        assert f"`{fault}`" in recorder_doc and fault in _flat(result.stdout), fault

@@ -15,6 +15,7 @@ from typing import Optional
 from dltop.cli.options import _positive, add_interval_option, add_stack_options, settings_from
 from dltop.errors import DltopError
 from dltop.live.schedule import FRAME_S, ticks_in_window
+from dltop.model.findings import REGISTRY
 from dltop.record.access import access_for
 from dltop.record.incidents import BUNDLE_FRAMES_S, HOOK_TIMEOUT_S
 
@@ -39,7 +40,8 @@ def _size(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Record a job's snapshots, one frame per tick, until it exits (SIGTERM or Ctrl-C also close the file"
-        " cleanly). When a fault first appears (worker-hung, worker-died, trainer-stalled or any error finding)"
+        f" cleanly). When a fault first appears ({', '.join(t.id for t in REGISTRY if t.kind == 'fault')} or any"
+        " error finding)"
         f" an incident bundle is written next to the recording: the finding, the last {BUNDLE_FRAMES_S:.0f} s of"
         " frames, every process's newest stack with source lines, the trainer's log tail and the text report."
         " Costs what the live view costs, and like it never pauses or signals the job."
