@@ -206,31 +206,6 @@ def waits_on_lock(frames: list, leaf_source: Optional[str]) -> bool:
     return bool(leaf_source and LOCK_SOURCE.search(leaf_source.split("#", 1)[0]))  # the code, not its comment
 
 
-# where one rank waits for the others (innermost match wins): collectives by file (torch.distributed,
-# DeepSpeed's comm, FSDP), a CUDA sync, and backward(), inside which DDP all-reduces gradient buckets
-# (with gloo the main thread blocks there in native code, which py-spy's Python stack does not show)
-_COLLECTIVE_FILES = ("torch/distributed/", "deepspeed/comm/", "deepspeed/runtime/", "torch/nn/parallel/")
-_SYNC_FUNCTIONS = {"synchronize": "a CUDA synchronize", "item": ".item() (a CUDA sync)", "cpu": ".cpu() (a CUDA sync)"}
-_BACKWARD = ("torch/autograd/", "torch/_tensor.py")
-
-
-def sync_point(frames: list[Frame]) -> Optional[str]:
-    """Where a rank's main thread waits at a point every rank must reach, in words with the frame;
-    None when its stack shows none (data-wait asymmetry between ranks is the evidence: these
-    names only corroborate it)."""
-    for frame in reversed(frames):
-        short = _short(frame.function)
-        if any(part in frame.file for part in _COLLECTIVE_FILES):
-            return f"in {short} ({frame.file}:{frame.line})"
-        if short in _SYNC_FUNCTIONS and frame.kind == "torch":
-            return f"at {_SYNC_FUNCTIONS[short]}"
-    for frame in reversed(frames):
-        backward = _short(frame.function) in ("backward", "run_backward", "_engine_run_backward")
-        if backward and any(part in frame.file for part in _BACKWARD):
-            return "in backward(), where DDP all-reduces gradients with every rank"
-    return None
-
-
 def start_method(frames: list) -> Optional[str]:
     """fork | spawn | forkserver from the bottom of a worker's stack."""
     bottom = {f.file.rsplit("multiprocessing/", 1)[-1] for f in frames if "multiprocessing/" in f.file}

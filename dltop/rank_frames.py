@@ -74,15 +74,25 @@ class RankPosition:
     def waits_for_ranks(self) -> bool:
         return self.where in WAITING_FOR_RANKS
 
+    def waiting_place(self) -> Optional[str]:
+        """Where it waits for other ranks, with the line: "in all_reduce in backward() at train.py:58";
+        None where it does not (its input, blocked elsewhere, running)."""
+        frame = self.site or self.frame
+        at = f" at {_line(frame)}" if frame else ""
+        if self.where == "collective":
+            return f"in {self.call}{at}"
+        if self.where == "sync":
+            return f"at {self.call}{at} (a collective completing)"
+        return None
+
     def describe(self, ranks: int = 1) -> str:
         """In words, with the line, for ``ranks`` ranks: "wait in all_reduce in backward() at train.py:58"."""
         waits, blocked = ("waits", "is") if ranks == 1 else ("wait", "are")
         frame = self.site or self.frame
         at = f" at {_line(frame)}" if frame else ""
-        if self.where == "collective":
-            return f"{waits} in {self.call}{at}"
-        if self.where == "sync":
-            return f"{waits} at {self.call}{at} (a collective completing)"
+        place = self.waiting_place()
+        if place is not None:
+            return f"{waits} {place}"
         if self.where == "data":
             return f"{waits} for its own input{at} (its DataLoader)"
         if self.where == "blocked":

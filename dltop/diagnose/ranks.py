@@ -19,9 +19,9 @@ from typing import Optional
 from dltop.diagnose.capacity import capacities
 from dltop.diagnose.figures import trusted_wait, wait_error
 from dltop.diagnose.window import Window
-from dltop.frames import sync_point
 from dltop.model import ENDED, Finding, LoaderSample, ProcessSample, Snapshot
 from dltop.model.findings import RANK_STRAGGLER
+from dltop.rank_frames import rank_position
 from dltop.settings import Settings
 
 
@@ -56,7 +56,9 @@ def _rank_wait(trainer: ProcessSample, loaders: list[LoaderSample], settings: Se
 
 
 def _sync_points(snap: Snapshot, pids: frozenset[int]) -> Counter[str]:
-    return Counter(point for p in snap.processes if p.pid in pids and p.stack and (point := sync_point(p.stack)))
+    """Where the waiting ranks' stacks show them waiting for the others (a collective, a sync point)."""
+    places = (rank_position(p.stack, still=True) for p in snap.processes if p.pid in pids and p.stack)
+    return Counter(place for position in places if position and (place := position.waiting_place()))
 
 
 def rank_straggler(window: Window, settings: Settings) -> list[Finding]:
