@@ -4,7 +4,10 @@ from inside dltop; the forms the docs offer read as written."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
+from dltop import install_hint
 from dltop.cli.options import join_dashed_values
 from tests.recordings import write_synthetic
 from tests.support import ROOT, assert_one_line_error, run_dltop
@@ -43,3 +46,9 @@ def test_a_value_that_is_no_number_names_the_option_and_what_it_takes():
         assert result.returncode == 2 and "Traceback" not in result.stderr, result
         (error,) = [line for line in result.stderr.splitlines() if "error:" in line]
         assert f"argument {option}: must be" in error and "invalid" not in error, error
+
+
+def test_demo_without_torch_says_what_to_install_before_it_starts_anything():
+    code = "import sys; sys.modules['torch'] = None; from dltop.cli import main; sys.exit(main(['demo']))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert_one_line_error(result, install_hint("bench"))  # and no "starting the bundled training job"

@@ -25,8 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from dltop.live.loop import LiveLoop
     from dltop.tui.app import DltopApp
 
+    need_torch()  # before anything is said to start
     need_terminal()
-    need_torch()
     print(f"dltop demo: starting the bundled training job ({args.scenario})…", file=sys.stderr, flush=True)
     job = start_demo_job(args.scenario)
     try:
