@@ -6,7 +6,7 @@ from typing import Optional
 
 from dltop.diagnose.relations import grouped
 from dltop.model import ProcessSample, Snapshot, gpus_read, sampling_broken, still_for
-from dltop.model.findings import RANK_STRAGGLER
+from dltop.model.findings import RANK_STRAGGLER, RUN_STOPPED
 from dltop.settings import DEFAULTS
 from dltop.units import NA, cpu_list, human_bytes, number, percent
 
@@ -110,7 +110,24 @@ def _loaders(snapshot: Snapshot) -> list[str]:
                 f" {spent.waiting_for_data_percent:.0f}% · collate/pin {spent.collating_percent:.0f}%"
                 f" · epoch start {spent.starting_workers_percent:.0f}% · running {spent.running_percent:.0f}%"
             )
+        lines.extend(_stopped_here(snapshot, loader.trainer_pid))
     return lines
+
+
+def _on(blocked_on: Optional[str]) -> Optional[str]:
+    return f"on {blocked_on}" if blocked_on else None
+
+
+def _stopped_here(snapshot: Snapshot, trainer_pid: int) -> list[str]:
+    """Where a rank of a stopped run is: its time reads 'running' while it waits for the others."""
+    return [
+        f"  stopped ({finding.id}): {' '.join(filter(None, (rank['where'], rank['call'], _on(rank['blocked_on']))))},"
+        f" still {rank['still_s']:.0f}s at {rank['site'] or rank['frame']}"
+        for finding in snapshot.findings
+        if finding.id == RUN_STOPPED
+        for rank in finding.evidence.get("ranks") or ()
+        if rank["pid"] == trainer_pid
+    ]
 
 
 def _disks(snapshot: Snapshot) -> list[str]:

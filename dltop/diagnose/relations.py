@@ -130,7 +130,7 @@ BECAUSE = {
     WORKERS_RESPAWNING: "workers start again every epoch (and take the CPUs doing so)",
     SHM_LOW: "/dev/shm is full",
     RANK_STRAGGLER: "this rank waits at every collective for the straggler, trainer {pids}",
-    RUN_STOPPED: "the run has stopped: its ranks wait for one another ({pids} named as the cause)",
+    RUN_STOPPED: "the run has stopped: its ranks wait for one another (pid {pids} named as the cause)",
 }
 # findings that name their own cause among the others (the straggler rank's input-bound, hung
 # worker, CPUs...): a cause of the same trainer, the likeliest first

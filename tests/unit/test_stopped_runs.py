@@ -139,3 +139,17 @@ def test_the_exporter_says_where_each_rank_is_with_bounded_labels_and_drops_them
     assert series(families, "dltop_run_world_size", run_id="run-1")[0].value == 4
     state.update(NodeTick(ended=[snap.job.pid]))
     assert not series(scrape(state), "dltop_rank_still_seconds")  # gone with its run
+
+
+def test_the_text_report_says_where_each_stopped_rank_is_beside_its_time():
+    """A rank blocked in a collective reads 'running' in its trainer time: the report says what it is."""
+    from dltop.diagnose import diagnose
+    from dltop.text_report import render
+
+    base = bound_window(10.0, ticks=1)[0]
+    ranks = [_rank(0, BACKWARD, 9), _rank(1, BACKWARD, 9), _rank(2, LOCK, 9)]
+    loaders = [dataclasses.replace(base.loaders[0], trainer_pid=r.pid) for r in ranks]
+    snap = dataclasses.replace(base, processes=ranks, loaders=loaders)
+    text = render(dataclasses.replace(snap, findings=diagnose([snap], SETTINGS)))
+    assert "stopped (run-stopped): collective all_reduce in backward(), still 9s at main (/job/train.py:58)" in text
+    assert "stopped (run-stopped): blocked on a lock, still 9s at flush_metrics (/job/train.py:29)" in text
