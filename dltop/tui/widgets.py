@@ -297,12 +297,26 @@ class WorkersTable(ScrollView, can_focus=True):
         self.cursor = min(self.cursor, max(0, len(self._rows) - 1))
         if cursor != self.cursor:
             columns = ()  # the highlight moved with its row: repaint all
+        before = self._lay_out()
+        self._refresh_changed(before, columns)
+
+    def on_resize(self) -> None:
+        """The columns follow the width: a view shown before its first layout (a replay, a recording)
+        was drawn narrow, and a terminal resized wider or narrower changes which columns fit."""
+        columns = view.WIDE if self.size.width >= 110 else view.NARROW
+        if columns != self._columns:
+            self._columns = columns
+            self._lay_out()
+            self.refresh()
+
+    def _lay_out(self) -> list:
+        """Each row's cells for the columns shown; the lines before, to repaint only what changed."""
         before = self._lines
         self._lines = [(row.alert, tuple(row.cells.get(c, "") for c in self._columns)) for row in self._rows]
         kept = set(self._lines)  # rows off screen are formatted only if they scroll in (64 workers: most)
         self._cache = {key: strip for key, strip in self._cache.items() if key in kept}
         self.virtual_size = Size(self._line_width(), len(self._rows) + 1)
-        self._refresh_changed(before, columns)
+        return before
 
     def _refresh_changed(self, before: list, columns: tuple) -> None:
         """Repaint only the rows whose text changed (htop redraws what moved, not the screen)."""
