@@ -69,12 +69,9 @@ def recorded_app(name: str):
 
 
 async def shown(app, pilot) -> None:
-    """The recording as a live view shows it from its second tick on: laid out (the findings fitted),
-    and shown again at the screen's width (the first show comes before the layout: the table's
-    narrow columns, without STATE, RSS and AGE)."""
+    """The recording shown and laid out (the findings fitted, the table's columns at the screen's width)."""
     while app.snapshot is None or not app._layout:
         await pilot.pause(0.05)
-    app.show(app.snapshot)
     await pilot.pause(0.3)
 
 
