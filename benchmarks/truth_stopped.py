@@ -193,12 +193,17 @@ def verdict(finding: Optional[dict]) -> Verdict:
 
 
 def _stalls_explained(findings: list, cause_pids: set) -> tuple:
-    """(text, ok) of the waiting ranks' trainer-stalled: each explained by run-stopped."""
+    """(text, ok) of the waiting ranks' trainer-stalled: each explained by run-stopped, or by the
+    root of its chain where run-stopped is itself explained (a hung worker: explained_by names the
+    root cause, relations.py's _root)."""
     stalled = [f for f in findings if f["id"] == "trainer-stalled" and not set(f["pids"]) & cause_pids]
     if not stalled:
         return "none shown", None
-    explained = [f for f in stalled if f["explained_by"] == "run-stopped"]
-    return f"{len(explained)}/{len(stalled)} by run-stopped", len(explained) == len(stalled)
+    stopped = next((f for f in findings if f["id"] == "run-stopped"), None)
+    root = (stopped or {}).get("explained_by") or "run-stopped"
+    explained = [f for f in stalled if stopped and f["explained_by"] == root]
+    via = " (the root, via run-stopped)" if root != "run-stopped" else ""
+    return f"{len(explained)}/{len(stalled)} by {root}{via}", len(explained) == len(stalled)
 
 
 def check_stopped(cell: StopCell, stop: Optional[dict], seen: dict, report: Optional[dict]) -> tuple:
