@@ -127,6 +127,9 @@ def watch(job: Job, cell: StopCell) -> dict:
             ticks.append({"at": round(now, 2), "ids": [f["id"] for f in shown]})
             if first is None and any(f["id"] == "run-stopped" for f in shown):
                 first = {"at": now, "finding": next(f for f in shown if f["id"] == "run-stopped")}
+            if first is not None and "chained_at" not in first and first["finding"]["explained_by"] is None:
+                if any(f["id"] == "run-stopped" and f["explained_by"] for f in shown):
+                    first["chained_at"] = now  # run-stopped explained by its cause (a hung worker) from here
             stop = _read(job.report / "stop.json")
             since = stop["at"] if stop else opened
             if first is not None and not cell.control and now >= first["at"] + AFTER_VERDICT_S:
@@ -219,13 +222,18 @@ def check_stopped(cell: StopCell, stop: Optional[dict], seen: dict, report: Opti
         Check("rank", f"{'desync ' if live.desync else ''}{live.ranks}", f"[{stop['rank']}]", right_rank),
         Check("line", f"{live.file}:{live.line}", truth_text.split(", ")[1], right_line if live.found else False),
     ]
-    if cell.how == "worker":
+    if cell.how == "worker":  # judged at the end of the watch: the worker's own hang may show a tick or two later
         hung = [f for f in seen["final"] if f["id"] == "worker-hung"]
         file, line = parse_where(hung[0]["evidence"].get("stuck_frame")) if hung else (None, None)
+        chained = verdict(next((f for f in seen["final"] if f["id"] == "run-stopped"), None)).explained_by
         sleep = source_line("sleep(1e9)")
-        checks.append(Check("cause chain", f"run-stopped <- {live.explained_by}; worker at {file}:{line}",
+        first = seen["first"] or {}
+        at_once = (first.get("finding") or {}).get("explained_by")
+        chain_at = first.get("chained_at") or (first["at"] if at_once else None)
+        since = f" from {chain_at - stop['at']:.1f} s" if chain_at else ""
+        checks.append(Check("cause chain", f"run-stopped <- {chained}{since}; worker at {file}:{line}",
                             f"worker-hung at stopping_run.py:{sleep}",
-                            live.explained_by == "worker-hung" and line == sleep))  # fmt: skip
+                            chained == "worker-hung" and line == sleep))  # fmt: skip
     cause_pids = {stop["pid"]}
     text, ok = _stalls_explained(seen["final"], cause_pids)
     checks.append(Check("stalls explained", text, "all by run-stopped", ok))
