@@ -4,6 +4,9 @@ itself, its checks and its table are tests/soak.py; tests/integration/test_expor
 
     python benchmarks/soak_exporter.py                 # 10 minutes
     python benchmarks/soak_exporter.py --minutes 2 --churn-s 3
+    python benchmarks/soak_exporter.py --minutes 60 --rss-every-min 10 \
+        --trace /tmp/heap --trace-frames 0 --trace-every-s 60     # RSS and heap figures, each minute
+    python benchmarks/soak_exporter.py --minutes 12 --trace /tmp/trace   # tracemalloc diffs (slow)
 
 Prints a table of the figures and the checks; exits 1 if a check failed (2 if the soak could not
 run). Every loop is bounded; every process it started is killed in ``finally``.
@@ -37,12 +40,33 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--rss-margin-mb", type=float, default=defaults.rss_margin_mb)
     parser.add_argument("--silent-s", type=float, default=defaults.silent_s)
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the exporters' logs and job reports here")
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        metavar="DIR",
+        help="run the exporters under benchmarks/trace_exporter.py (tracemalloc), diffs in DIR/A, DIR/B",
+    )
+    parser.add_argument("--trace-every-s", type=float, default=defaults.trace_every_s, help="seconds between snapshots")
+    parser.add_argument(
+        "--trace-frames",
+        type=int,
+        default=defaults.trace_frames,
+        help="tracemalloc's frames; 0: no tracemalloc, only RSS and heap figures (memory.txt)",
+    )
+    parser.add_argument(
+        "--rss-every-min",
+        type=float,
+        default=0.0,
+        help="say and tabulate each exporter's RSS at every such mark of the churn",
+    )
     args = parser.parse_args(argv)
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     options = Options(
         minutes=args.minutes, churn_s=args.churn_s, scrapers=args.scrapers, max_alive=args.max_alive,
         seed=args.seed, rss_margin_mb=args.rss_margin_mb, silent_s=args.silent_s, directory=args.keep,
+        trace=args.trace, trace_every_s=args.trace_every_s, trace_frames=args.trace_frames,
+        rss_every_s=args.rss_every_min * 60,
     )  # fmt: skip
     try:
         result = run_soak(options, say=lambda line: print(line, file=sys.stderr, flush=True))

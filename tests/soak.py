@@ -70,6 +70,7 @@ SCRAPE_TIMEOUT_S = 30.0
 THREADS_PER_JOB = 2  # a followed job holds its exit watcher's and its start-up watcher's thread
 FDS_PER_JOB = 8  # and pidfds, a wake pipe, trainer log fds
 RSS_PER_JOB_MB = 5.0  # and its window of Snapshots
+TRACER = ROOT / "benchmarks" / "trace_exporter.py"
 PID_LABEL = re.compile(r'[{,](job_pid|trainer_pid|pid)="(\d+)"')
 JOB_PID = re.compile(r'[{,]job_pid="(\d+)"')
 STACKS = re.compile(r'stacks_status="([^"]*)"')
@@ -96,6 +97,10 @@ class Options:
     silent_s: float = 40.0
     slow_bound_s: float = 6.0  # the slow scraper gives up on one answer after this
     directory: Optional[Path] = None  # logs and job reports (a temporary one, removed, if None)
+    trace: Optional[Path] = None  # run the exporters under benchmarks/trace_exporter.py, writing here
+    trace_every_s: float = 120.0
+    trace_frames: int = 12  # 0: no tracemalloc, a line of RSS and heap figures every trace_every_s
+    rss_every_s: float = 0.0  # > 0: a row of each exporter's RSS at every such mark of the churn
 
 
 # -- the exporters ---------------------------------------------------------------------------------
@@ -113,11 +118,17 @@ class Resources:
 class Exporter:
     """`python -m dltop exporter` on a free port of 127.0.0.1, in a session of its own."""
 
-    def __init__(self, name: str, label: str, directory: Path, interval_s: float, env: dict) -> None:
+    def __init__(
+        self, name: str, label: str, directory: Path, interval_s: float, env: dict, trace: Optional[tuple] = None
+    ) -> None:
         self.name, self.label = name, label
         self.log = directory / f"exporter-{name}.txt"
+        start = [sys.executable, "-m", "dltop"]
+        if trace is not None:  # (directory, seconds, frames): benchmarks/trace_exporter.py writes there
+            start = [sys.executable, str(TRACER), "--out", str(trace[0] / name), "--every", f"{trace[1]:g}",
+                     "--frames", str(trace[2]), "--"]  # fmt: skip
         command = [
-            sys.executable, "-m", "dltop", "exporter", "--listen", "127.0.0.1", "--port", "0",
+            *start, "exporter", "--listen", "127.0.0.1", "--port", "0",
             "--interval", f"{interval_s:g}", "--discover-every", f"{interval_s:g}",
         ]  # fmt: skip
         with open(self.log, "w") as stderr:
@@ -448,6 +459,7 @@ class Soak:
                 self.latest[exporter.name] = observation
 
     def _monitor(self) -> None:
+        said = 0  # RSS marks of the churn said so far (rss_every_s)
         while not self.watching.wait(1.0):
             for exporter in self.exporters:
                 found = exporter.resources()
@@ -455,6 +467,35 @@ class Soak:
                     self.resources.append((time.monotonic(), exporter.name, self.phase, found))
                 if exporter.died_at is None and not exporter.alive():
                     exporter.died_at = time.monotonic()
+            every = self.o.rss_every_s
+            if every > 0 and self.phase == "churn" and time.monotonic() >= self.churn_began + said * every + 20:
+                marks = self._rss_marks()
+                told = ", ".join(f"{name} {_mb(at[said])}" for name, at in marks.items() if len(at) > said)
+                self.say(f"RSS MB at {said * every / 60:g} min of the churn: {told or '?'}")
+                said += 1
+
+    def _rss_marks(self) -> dict:
+        """exporter -> its RSS at each ``rss_every_s`` mark of the churn (the median of the readings
+        in the 20 s that follow the mark, as far as the readings go)."""
+        every, out = self.o.rss_every_s, {}
+        readings = [(at, e, r.rss) for at, e, p, r in list(self.resources) if p == "churn"]
+        ended = self.churn_ended or time.monotonic()
+        for exporter in self.exporters:
+            mine = [(at, rss) for at, e, rss in readings if e == exporter.name]
+            marks, k = [], 0
+            while mine and self.churn_began + k * every <= ended:
+                mark = self.churn_began + k * every
+                window = [rss for at, rss in mine if mark <= at < mark + 20] or [
+                    rss
+                    for at, rss in mine
+                    if mark - 20 <= at < mark  # the churn's last mark: before it
+                ]
+                if not window:
+                    break
+                marks.append(median(window))
+                k += 1
+            out[exporter.name] = marks
+        return out
 
     def _scrape_fast(self, index: int) -> None:
         rng = random.Random(self.o.seed * 1000 + index)
@@ -601,9 +642,10 @@ class Soak:
     def _run(self) -> Result:
         o = self.o
         plain = {k: v for k, v in os.environ.items() if k not in FAILING}
+        trace = (o.trace, o.trace_every_s, o.trace_frames) if o.trace is not None else None
         self.exporters = [
-            Exporter("A", "A: py-spy, Austin", self.dir, o.interval_s, plain),
-            Exporter("B", "B: samplers fail", self.dir, o.interval_s, {**plain, **FAILING}),
+            Exporter("A", "A: py-spy, Austin", self.dir, o.interval_s, plain, trace),
+            Exporter("B", "B: samplers fail", self.dir, o.interval_s, {**plain, **FAILING}, trace),
         ]
         for exporter in self.exporters:
             exporter.wait_ready()
@@ -873,7 +915,11 @@ class Soak:
             began, ended = end.cpu_began[n], end.cpu_ended[n]
             return f"{(ended.cpu_s - began.cpu_s) / seen.churn_s:.0%}" if began and ended else "?"
 
+        marks = self._rss_marks() if self.o.rss_every_s > 0 else {}
+        every = f"RSS MB every {self.o.rss_every_s / 60:g} min of the churn"
+        at_marks = [_row(seen, every, lambda n: " / ".join(map(_mb, marks[n])))] if marks else []
         return [
+            *at_marks,
             _row(seen, "RSS MB over the churn: 0 / 25 / 50 / 75 / 100 %", quartiles),
             _row(seen, "RSS MB: cold / before / max churn / after",
                  lambda n: f"{_mb(cold[n].rss if cold[n] else math.nan)} / {_mb(before[n].rss)} / "
