@@ -88,6 +88,7 @@ class LoaderSamples:
         """Everything kept of a trainer that is history (a restart's old rank)."""
         self._kept.pop(trainer, None)
         self.shards.forget(trainer)
+        self.sources.forget(trainer)
 
     def sample(self, trainer: int, tree: JobTree, by_pid: dict) -> list[LoaderSample]:
         """One LoaderSample per DataLoader of this trainer (one per trainer until stacks tell them apart).

@@ -1,5 +1,10 @@
 """The source line of a frame, read through the job's own root (/proc/<pid>/root), so a job in
 a container shows its code as it sees it. Cached per file; big or unreadable files are skipped.
+A file is kept as its bytes and where its lines start (two blocks), never as a str per line: a
+job's stacks run through dozens of torch and stdlib files (16-70 thousand lines), and a node
+watcher that kept them as lines made and freed that many small objects for every job that came
+and went, which left Python's allocator holding arenas it could not give back (the exporter's RSS
+crept up under churn). What a job keeps is bounded (``KEPT_BYTES_MAX``) and goes with it.
 
 It also finds, in the user's own files, the call that sets the loader's worker count: often not
 ``DataLoader(`` itself but a library's builder (timm's ``create_loader``, transformers'
@@ -9,10 +14,13 @@ is what the user can change."""
 from __future__ import annotations
 
 import re
+from array import array
 from dataclasses import dataclass
 from typing import Optional
 
 MAX_SOURCE_BYTES = 2 << 20
+KEPT_BYTES_MAX = 8 << 20  # files kept per job, all together; past this the oldest are dropped (read again if asked)
+_LINE_END = re.compile(rb"\r\n?|\n")
 MAX_ARGUMENT_LINES = 40  # a call's arguments are read to its closing parenthesis, at most this many lines on
 MAX_HOPS = 3  # how many assignments/constructor keywords a value is followed through to its flag
 
@@ -72,18 +80,31 @@ class _Call:
 
 class SourceLines:
     def __init__(self) -> None:
-        self._files: dict[str, Optional[list[str]]] = {}  # path -> lines, or None
+        self._files: dict[str, Optional[_Text]] = {}  # path -> its text, or None (unreadable, too big)
+        self._kept_bytes = 0
+        self._decoded: dict[str, list[str]] = {}  # lines of the files one loader_call reads (dropped after it)
         self._sites: dict[tuple, Optional[LoaderSite]] = {}  # the files are read once, so are the answers
 
     def line(self, pid: int, path: str, number: Optional[int]) -> Optional[str]:
         if not number or not path.startswith("/"):
             return None
+        text = self._text(pid, path)
+        return text.line(number) if text is not None else None
+
+    def _text(self, pid: int, path: str) -> Optional[_Text]:
         if path not in self._files:
-            self._files[path] = _read_lines(f"/proc/{pid}/root{path}")
-        lines = self._files[path]
-        if lines is None or number > len(lines):
-            return None
-        return lines[number - 1].strip() or None
+            text = self._files[path] = _read_text(f"/proc/{pid}/root{path}")
+            self._kept_bytes += text.size if text is not None else 0
+            while self._kept_bytes > KEPT_BYTES_MAX and len(self._files) > 1:
+                oldest = next(iter(self._files))
+                dropped = self._files.pop(oldest)
+                self._kept_bytes -= dropped.size if dropped is not None else 0
+        return self._files.get(path)
+
+    def forget(self, pid: int) -> None:
+        """A trainer that is gone: its loader sites go with it."""
+        for key in [k for k in self._sites if k[0] == pid]:
+            del self._sites[key]
 
     def loader_call(self, pid: int, paths: list[str], dataset: Optional[str]) -> Optional[LoaderSite]:
         """The call in these files that sets the worker count of the loader over ``dataset``: the one
@@ -92,12 +113,16 @@ class SourceLines:
         when the candidates all take the count from one flag (timm's train and eval loaders)."""
         key = (pid, tuple(paths), dataset)
         if key not in self._sites:
-            self._sites[key] = self._loader_call(pid, paths, dataset)
+            try:
+                self._sites[key] = self._loader_call(pid, paths, dataset)
+            finally:
+                self._decoded.clear()
         return self._sites[key]
 
     def _loader_call(self, pid: int, paths: list[str], dataset: Optional[str]) -> Optional[LoaderSite]:
         for path in paths:
-            self.line(pid, path, 1)  # reads and caches the file
+            text = self._text(pid, path) if path.startswith("/") else None
+            self._decoded[path] = text.lines() if text is not None else []
         found = self._builder_calls(paths)
         names = self._dataset_names(paths, dataset)
         named = [f for f in found if _names_any(f[0].arguments, names)]
@@ -200,7 +225,7 @@ class SourceLines:
         return calls
 
     def _lines(self, path: str) -> list[str]:
-        return self._files.get(path) or []
+        return self._decoded.get(path) or []
 
 
 def _arguments(lines: list[str], index: int, column: int) -> str:
@@ -289,10 +314,37 @@ def _agreed(flags: list[Optional[str]]) -> Optional[str]:
     return flags[0] if flags and None not in flags and len(set(flags)) == 1 else None
 
 
-def _read_lines(path: str) -> Optional[list[str]]:
+class _Text:
+    """A source file as its bytes and the offsets its lines start at: two blocks however many lines."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.starts = array("I", [0])
+        self.starts.extend(m.end() for m in _LINE_END.finditer(data))
+        if self.starts[-1] == len(data) and len(self.starts) > 1:
+            self.starts.pop()  # a last line end is no line of its own
+        elif not data:
+            self.starts.pop()
+
+    @property
+    def size(self) -> int:
+        return len(self.data) + self.starts.itemsize * len(self.starts)
+
+    def line(self, number: int) -> Optional[str]:
+        """Line ``number`` (1-based), stripped; None past the end or blank."""
+        if number < 1 or number > len(self.starts):
+            return None
+        end = self.starts[number] if number < len(self.starts) else len(self.data)
+        return self.data[self.starts[number - 1] : end].decode(errors="replace").strip() or None
+
+    def lines(self) -> list[str]:
+        return self.data.decode(errors="replace").splitlines()
+
+
+def _read_text(path: str) -> Optional[_Text]:
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_SOURCE_BYTES + 1)
     except OSError:
         return None
-    return None if len(data) > MAX_SOURCE_BYTES else data.decode(errors="replace").splitlines()
+    return None if len(data) > MAX_SOURCE_BYTES else _Text(data)
