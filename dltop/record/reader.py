@@ -128,11 +128,9 @@ class Recording:
         """(time, offset, size, kind, flags) of every record: the index where it holds, then a scan."""
         read = partial(os.pread, part.fd)
         known = _indexed(part)
-        if known:
-            try:
-                fmt.read_record(read, known[-1][1], part.size)
-            except fmt.BadRecord:
-                known = []  # the index does not match the data: rebuild it from the records
+        probes = known[:: max(1, len(known) // INDEX_PROBES)] + known[-1:]  # first, last, spread between
+        if known and not all(_matches(read, entry, part.size) for entry in probes):
+            known = []  # the index does not match the data (another file's): rebuild it from the records
         offset = known[-1][1] + known[-1][2] if known else fmt.PREAMBLE.size
         while offset < part.size:
             try:
@@ -217,6 +215,20 @@ def _open_part(path: Path, strict: bool) -> Optional[Part]:
         if strict:
             raise
         return None
+
+
+# index entries checked against the data before the index is trusted: another file's index can chain
+# record to record by itself and still point between this file's records
+INDEX_PROBES = 16
+
+
+def _matches(read, entry: tuple, size: int) -> bool:
+    """The record the index entry points at is there, of the size and kind it says."""
+    try:
+        record = fmt.read_record(read, entry[1], size)
+    except fmt.BadRecord:
+        return False
+    return (record.size, record.kind) == (entry[2], entry[3])
 
 
 def _indexed(part: Part) -> list:

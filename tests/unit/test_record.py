@@ -178,3 +178,19 @@ def test_snapshot_replay_screen(snap_compare, tmp_path, utc):
         assert snap_compare(ReplayApp(recording), terminal_size=(110, 34), run_before=at_the_incident)
     finally:
         recording.close()
+
+
+def test_an_index_that_chains_by_itself_but_points_between_records_is_not_trusted(tmp_path):
+    """Another file's index can be whole (entry to entry) and land on this file's first and last
+    records while pointing between the others: the reader checks entries against the data."""
+    path = tmp_path / "r.dltop"
+    docs = [fixture_doc("healthy"), fixture_doc("hung-worker"), fixture_doc("input-bound"), fixture_doc("healthy")]
+    write_synthetic(path, docs)
+    index = fmt.index_path(path).read_bytes()
+    entries = list(fmt.INDEX.iter_unpack(index[fmt.PREAMBLE.size :]))
+    (time_1, offset_1, size_1, kind_1, flags_1), (_, _, size_2, _, _) = entries[1:3]
+    merged = (time_1, offset_1, size_1 + size_2, kind_1, flags_1)  # frames 0 and 1 as one record
+    forged = [entries[0], merged, *entries[3:]]
+    fmt.index_path(path).write_bytes(index[: fmt.PREAMBLE.size] + b"".join(fmt.INDEX.pack(*e) for e in forged))
+    with Recording(path) as recording:
+        assert [recording.document(i) for i in range(len(recording))] == docs
