@@ -253,7 +253,7 @@ def _rank_marks(snapshot: Snapshot) -> dict[int, Alert]:
 def _process_row(p: ProcessSample, taken: datetime, mark: Optional[Alert], hung: bool) -> Row:
     role, alert = _role_cell(p, mark)
     activity = activity_text(p)
-    if hung:
+    if hung and mark is None:  # a rank marked for its run says why it stands out (its stall is part of that)
         alert = "hung"
     if p.state == "zombie":  # exited, its parent has not reaped it yet
         alert = "dead" if (p.exit_code or 0) != 0 else "exited"

@@ -153,3 +153,16 @@ def test_the_text_report_says_where_each_stopped_rank_is_beside_its_time():
     text = render(dataclasses.replace(snap, findings=diagnose([snap], SETTINGS)))
     assert "stopped (run-stopped): collective all_reduce in backward(), still 9s at main (/job/train.py:58)" in text
     assert "stopped (run-stopped): blocked on a lock, still 9s at flush_metrics (/job/train.py:29)" in text
+
+
+def test_the_live_view_says_stopped_and_marks_the_rank_that_stopped_the_run():
+    from dltop.diagnose import diagnose
+    from dltop.tui import view
+
+    ranks = [_rank(0, BACKWARD, 9), _rank(1, BACKWARD, 9), _rank(2, LOCK, 9)]
+    snap = dataclasses.replace(bound_window(10.0, ticks=1)[0], processes=ranks, loaders=[])
+    snap = dataclasses.replace(snap, findings=diagnose([snap], SETTINGS))
+    assert view.badge(snap) == view.Badge("stopped", "STOPPED")
+    assert view.headline(snap) == "Run stopped by rank 2: blocked on a lock in flush_metrics (train.py:29)"
+    marked = {row.pid: (row.cells["role"], row.alert) for row in view.rows(snap)}
+    assert marked[102] == ("stopper r2", "stopper") and marked[100] == ("trainer r0", None)
