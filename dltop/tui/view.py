@@ -213,7 +213,9 @@ class Row:
 def rows(snapshot: Snapshot, sort: str = "group") -> list:
     """Table rows: each trainer followed by its workers (and workers that died), by ``sort``."""
     taken = _parse(snapshot.taken_at)
-    hung, marks = _named(snapshot, HANGS), _rank_marks(snapshot)
+    # a rank's stall that a stopped run explains is its wait for the rank that stopped it: not a hang
+    hung = {pid for f in snapshot.findings if f.id in HANGS and f.explained_by is None for pid in f.pids}
+    marks = _rank_marks(snapshot)
     live = [_process_row(p, taken, marks.get(p.pid), p.pid in hung) for p in snapshot.processes]
     pids = {p.pid for p in snapshot.processes}
     gone = [
