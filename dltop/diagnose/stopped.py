@@ -157,7 +157,7 @@ def _verdict(run: str, ranks: list[RankAt], waiting: list[RankAt]) -> Finding:
 
 def _stopped_by(causes: list[RankAt], calls: dict[str, list[RankAt]]) -> tuple[str, str]:
     """Ranks not in any collective: they stopped the run; what they do and what the others wait in."""
-    title = f"Run stopped by {_names(causes)}: {' and '.join(map(_cause_text, causes))}"
+    title = "Run stopped: " + "; ".join(f"{r.name} {r.position.describe()}" for r in causes)
     return title, "; ".join([*calls, *(f"{r.name} (pid {r.trainer.pid}) {r.position.describe()}" for r in causes)])
 
 
@@ -178,17 +178,6 @@ def _waiting_elsewhere(calls: dict[str, list[RankAt]], missing: list[int]) -> tu
 
 def _call_of(ranks: list[RankAt]) -> str:
     return ranks[0].position.call or ranks[0].position.where
-
-
-def _cause_text(rank: RankAt) -> str:
-    position = rank.position
-    frame = position.site or position.frame
-    where = f"{frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})" if frame else "?"
-    if position.where == "data":
-        return f"it waits for its own input in {where}"
-    if position.where == "blocked":
-        return f"blocked on {position.blocked_on or 'a call that does not return'} in {where}"
-    return f"busy in {where}, never reaching the collective"
 
 
 def _suggestion(causes: list[RankAt], desync: bool, missing: list[int]) -> str:

@@ -46,9 +46,9 @@ def _report(start_job, how: str, recording: Optional[Path] = None) -> tuple[dict
 @pytest.mark.parametrize(
     "how, title",
     [
-        ("lock", "Run stopped by rank 1: blocked on a lock in flush_metrics (stopping_run.py:{line})"),
+        ("lock", "Run stopped: rank 1 is blocked on a lock at stopping_run.py:{line} in flush_metrics"),
         ("desync", "Run desynced: its ranks wait in different collectives (all_reduce in backward(), barrier)"),
-        ("worker", "Run stopped by rank 1: it waits for its own input in main"),
+        ("worker", "Run stopped: rank 1 waits for its own input at stopping_run.py:"),
     ],
 )
 def test_the_rank_that_stopped_the_run_is_named_with_its_line(start_job, tmp_path, how, title):

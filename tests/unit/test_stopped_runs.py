@@ -77,7 +77,7 @@ def test_each_rank_is_placed_by_its_stack():
 def test_the_rank_blocked_on_a_lock_stopped_the_run_and_the_others_wait_for_it():
     (finding,) = _stopped(_rank(0, BACKWARD, 9), _rank(1, BACKWARD, 9), _rank(2, LOCK, 9))
     assert finding.id == "run-stopped" and finding.severity == "error" and finding.pids == [102]
-    assert finding.title == "Run stopped by rank 2: blocked on a lock in flush_metrics (train.py:29)"
+    assert finding.title == "Run stopped: rank 2 is blocked on a lock at train.py:29 in flush_metrics"
     assert "ranks 0, 1 wait in all_reduce in backward() at train.py:58" in finding.detail
     assert finding.evidence["cause_ranks"] == [2] and not finding.evidence["desync"]
     assert "with _log_lock:" in finding.suggestion
@@ -87,7 +87,7 @@ def test_a_rank_that_waits_for_its_input_or_runs_without_arriving_is_the_cause()
     (data,) = _stopped(_rank(0, BACKWARD, 9), _rank(1, DATA, 9), _rank(2, BACKWARD, 9))
     assert data.pids == [101] and "waits for its own input" in data.title and "worker finding" in data.suggestion
     (busy,) = _stopped(_rank(0, BACKWARD, 9), _rank(1, BUSY, 0), _rank(2, BACKWARD, 9))
-    assert busy.pids == [101] and "busy in evaluate (train.py:90)" in busy.title
+    assert busy.pids == [101] and "rank 1 is running at train.py:90 without reaching" in busy.title
 
 
 def test_ranks_in_different_collectives_have_desynced():
@@ -163,6 +163,6 @@ def test_the_live_view_says_stopped_and_marks_the_rank_that_stopped_the_run():
     snap = dataclasses.replace(bound_window(10.0, ticks=1)[0], processes=ranks, loaders=[])
     snap = dataclasses.replace(snap, findings=diagnose([snap], SETTINGS))
     assert view.badge(snap) == view.Badge("stopped", "STOPPED")
-    assert view.headline(snap) == "Run stopped by rank 2: blocked on a lock in flush_metrics (train.py:29)"
+    assert view.headline(snap) == "Run stopped: rank 2 is blocked on a lock at train.py:29 in flush_metrics"
     marked = {row.pid: (row.cells["role"], row.alert) for row in view.rows(snap)}
     assert marked[102] == ("stopper r2", "stopper") and marked[100] == ("trainer r0", None)
