@@ -18,6 +18,9 @@ class Settings:
     # this long, so a value near a threshold does not flicker (errors show at once)
     raise_after_s: float = 5.0
     clear_after_s: float = 15.0
+    # run-stopped: a rank that has kept its stack without CPU for this share of the longest wait of
+    # its run's ranks is blocked (it stopped when they did); less, it is running (a tick's worth)
+    stopped_still_share: float = 0.5
     # "the trainer waits for data": share of its recent samples inside the DataLoader's __next__
     trainer_waiting_percent: float = 50.0
     # exits this close together belong to one event (a job killed as a whole, an epoch end)

@@ -21,7 +21,7 @@ from dltop.diagnose.window import Window
 from dltop.model import Finding, ProcessSample, Snapshot
 from dltop.model.findings import RUN_STOPPED
 from dltop.rank_frames import RankPosition, rank_position
-from dltop.settings import Settings
+from dltop.settings import DEFAULTS, Settings
 
 
 @dataclass(frozen=True)
@@ -65,16 +65,14 @@ def rank_at(trainer: ProcessSample, still_after_s: float) -> Optional[RankAt]:
     return RankAt(trainer, position, still) if position is not None else None
 
 
-def run_ranks(snap: Snapshot) -> dict[str, list[RankAt]]:
+def run_ranks(snap: Snapshot, settings: Settings = DEFAULTS) -> dict[str, list[RankAt]]:
     """{run: where each of its ranks on this node is} for the distributed runs here (two ranks here
     or more, or one of a larger world), rank order; a rank whose stack is not read yet is left out."""
     placed: dict[str, list[RankAt]] = {}
     for run, trainers in runs(snap, at_least=1).items():
         if len(trainers) < 2 and max((t.placement.world_size or 1) if t.placement else 1 for t in trainers) < 2:
             continue  # one process alone: no collective to wait in
-        # a rank blocked since the run stopped has been still about as long as the ranks waiting for
-        # it; one that runs reads a second or two at most (a tick's worth of one stack)
-        still_after_s = max(t.stuck_s or 0.0 for t in trainers) / 2
+        still_after_s = max(t.stuck_s or 0.0 for t in trainers) * settings.stopped_still_share
         found = (rank_at(t, still_after_s) for t in sorted(trainers, key=_rank_order))
         placed[run] = [r for r in found if r is not None]
     return placed
@@ -83,7 +81,7 @@ def run_ranks(snap: Snapshot) -> dict[str, list[RankAt]]:
 def run_stopped(window: Window, settings: Settings) -> list[Finding]:
     """One error per run whose ranks wait for one another past ``hang_after_s``."""
     findings, here = [], runs(window.latest, at_least=1)
-    for run, ranks in run_ranks(window.latest).items():
+    for run, ranks in run_ranks(window.latest, settings).items():
         waiting = [r for r in ranks if r.waits(settings.hang_after_s)]
         if waiting and len(ranks) == len(here[run]):  # every rank here judged
             findings.append(_verdict(run, ranks, waiting))
