@@ -343,7 +343,10 @@ def run_stop_cell(cell: StopCell, run, scratch: Path, outcome) -> None:
                 "first_verdict": seen["first"],
                 "attached_at": seen["opened"],
                 "ticks": seen["ticks"],
-                "final": [f for f in seen["final"] if f["id"] in RAISED],
+                "final": [
+                    f if f["id"] in RAISED else {k: f[k] for k in ("id", "title", "pids", "explained_by")}
+                    for f in seen["final"]
+                ],
             },
             "snapshot": {
                 "findings": [f for f in (report or {}).get("findings", []) if f["id"] in RAISED],
