@@ -145,10 +145,14 @@ def relate(findings: list[Finding]) -> list[Finding]:
     (causes before the consequences they explain)."""
     related = []
     for finding in findings:
-        cause = _cause_of(finding, findings)
-        if cause is not None:
-            because = BECAUSE[cause.id].format(pids=", ".join(map(str, cause.pids)))
-            detail = f"A consequence of {cause.id}: {because}."
+        direct = _direct_cause(finding, findings)
+        if direct is not None:
+            cause = _root(direct, findings)
+            # what it does to this finding is its direct cause's doing: a rank waiting for the rank
+            # whose worker hung waits in a collective, not for that worker's batch
+            because = BECAUSE[direct.id].format(pids=", ".join(map(str, direct.pids)))
+            through = f" (through {direct.id})" if direct is not cause else ""
+            detail = f"A consequence of {cause.id}{through}: {because}."
             finding = dataclasses.replace(finding, explained_by=cause.id, detail=detail, suggestion="", bench_args=None)
         related.append(_with_own_cause(finding, findings))
     return sorted(related, key=_order)
@@ -169,17 +173,18 @@ def _with_own_cause(finding: Finding, findings: list[Finding]) -> Finding:
     return finding
 
 
-def _cause_of(symptom: Finding, findings: list[Finding]) -> Optional[Finding]:
+def _direct_cause(symptom: Finding, findings: list[Finding]) -> Optional[Finding]:
+    """The likeliest finding that explains ``symptom`` directly."""
     for cause_id, explains in EXPLAINS.get(symptom.id, ()):
         for cause in findings:
             if cause.id == cause_id and cause is not symptom and explains(cause, symptom):
-                return _root(cause, findings)
+                return cause
     return None
 
 
 def _root(cause: Finding, findings: list[Finding], depth: int = 0) -> Finding:
     """A cause that is itself explained (an idle GPU <- input-bound <- a hung worker) gives way to its own."""
-    deeper = _cause_of(cause, findings) if depth < 3 else None
+    deeper = _direct_cause(cause, findings) if depth < 3 else None
     return _root(deeper, findings, depth + 1) if deeper is not None else cause
 
 

@@ -166,3 +166,19 @@ def test_the_live_view_says_stopped_and_marks_the_rank_that_stopped_the_run():
     assert view.headline(snap) == "Run stopped: rank 2 is blocked on a lock at train.py:29 in flush_metrics"
     marked = {row.pid: (row.cells["role"], row.alert) for row in view.rows(snap)}
     assert marked[102] == ("stopper r2", "stopper") and marked[100] == ("trainer r0", None)
+
+
+def test_a_rank_whose_worker_hung_chains_worker_hung_to_the_rank_to_the_run():
+    """The waiting ranks' stalls name the root (the hung worker) and say what they wait in: the run."""
+    from dltop.diagnose import relate
+    from dltop.model import Finding
+
+    (stopped,) = _stopped(_rank(0, BACKWARD, 9), _rank(1, DATA, 9), _rank(2, BACKWARD, 9))
+    hung = Finding("worker-hung", "error", "Worker 201 hung", "d", [201], {"trainer_pid": 101}, "fix it")
+    stalls = [Finding("trainer-stalled", "warning", "t", "d", [p], {"pid": p}, "s") for p in (100, 102)]
+    related = {(f.id, tuple(f.pids)): f for f in relate([hung, stopped, *stalls])}
+    assert related[("run-stopped", (101,))].explained_by == "worker-hung"
+    for pid in (100, 102):
+        stall = related[("trainer-stalled", (pid,))]
+        assert stall.explained_by == "worker-hung" and not stall.suggestion
+        assert stall.detail.startswith("A consequence of worker-hung (through run-stopped): the run has stopped")
