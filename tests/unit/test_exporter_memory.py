@@ -1,4 +1,4 @@
-"""The exporter's memory under churn (issue 34 §3): what a job's stacks make the collector read is
+"""The exporter's memory under churn: what a job's stacks make the collector read is
 kept compactly, bounded, and goes with the job.
 
 A job's stacks run through dozens of torch and stdlib files; SourceLines kept each as a list of
