@@ -155,14 +155,13 @@ class NodeCollector:
         world = _gauge("dltop_run_world_size", "The run's ranks on every node together (WORLD_SIZE)", ("run_id",))
         sizes: dict[str, int] = {}
         for job in jobs:
-            for run, ranks in run_ranks(job.snapshot).items():
+            for run, ranks in run_ranks(job.snapshot).items():  # run: its run id, else its launcher's job
                 for at in ranks:
+                    still.add_metric((run, text(at.trainer.rank), at.position.where, text(at.position.call)),
+                                     round(at.still_s, 1))  # fmt: skip
                     place = at.trainer.placement
-                    run_id = (place.run if place is not None else None) or run
-                    values = (run_id, text(at.trainer.rank), at.position.where, text(at.position.call))
-                    still.add_metric(values, round(at.still_s, 1))
                     if place is not None and place.world_size:
-                        sizes[run_id] = place.world_size
+                        sizes[run] = place.world_size
         for run_id, size in sizes.items():
             world.add_metric([run_id], size)
         yield from (still, world)

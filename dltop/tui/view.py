@@ -214,8 +214,7 @@ def rows(snapshot: Snapshot, sort: str = "group") -> list:
     """Table rows: each trainer followed by its workers (and workers that died), by ``sort``."""
     taken = _parse(snapshot.taken_at)
     # a rank's stall that a stopped run explains is its wait for the rank that stopped it: not a hang
-    hung = {pid for f in snapshot.findings if f.id in HANGS and f.explained_by is None for pid in f.pids}
-    marks = _rank_marks(snapshot)
+    hung, marks = _named(snapshot, HANGS, causes_only=True), _rank_marks(snapshot)
     live = [_process_row(p, taken, marks.get(p.pid), p.pid in hung) for p in snapshot.processes]
     pids = {p.pid for p in snapshot.processes}
     gone = [
@@ -313,9 +312,10 @@ def _uss(p: ProcessSample) -> str:
     return human_bytes(p.uss_bytes)
 
 
-def _named(snapshot: Snapshot, ids: Collection[str]) -> set[int]:
-    """The processes a finding of one of these ids names (once a refresh, not once a row)."""
-    return {pid for f in snapshot.findings if f.id in ids for pid in f.pids}
+def _named(snapshot: Snapshot, ids: Collection[str], causes_only: bool = False) -> set[int]:
+    """The processes a finding of one of these ids names (once a refresh, not once a row);
+    ``causes_only``: not where another finding explains it."""
+    return {pid for f in snapshot.findings if f.id in ids and not (causes_only and f.explained_by) for pid in f.pids}
 
 
 def _exited_row(w: ExitedWorker) -> Row:
