@@ -1,4 +1,5 @@
-"""What a Python stack says a DataLoader process is doing.
+"""What a Python stack says a DataLoader process is doing (and, through ``dltop.pipelines``, a
+trainer waiting on another input pipeline).
 
 Pure functions over frames (innermost last). Frames are matched by short function name and
 file suffix, so Python <= 3.10 (bare names) and newer (``Class.method``) both match.
@@ -12,8 +13,8 @@ import re
 from typing import Optional
 
 from dltop.model import Activity, DatasetKind, Frame, FrameKind, Phase
+from dltop.pipelines import DATALOADER, WORKER_LOOPS, input_call, thread_activity
 
-DATALOADER = "torch/utils/data/dataloader.py"
 WORKER = "torch/utils/data/_utils/worker.py"
 FETCH = "torch/utils/data/_utils/fetch.py"
 COLLATE = "torch/utils/data/_utils/collate.py"
@@ -68,7 +69,8 @@ def trainer_phase(frames: list[Frame]) -> Phase:
 
     Epoch boundaries come first: ``__next__`` itself shuts the workers down at an epoch's end
     (non-persistent workers: joining them) and resets them at its start. With num_workers=0
-    ``__next__`` runs the dataset itself: that fetch is the wait.
+    ``__next__`` runs the dataset itself: that fetch is the wait. Another pipeline's call
+    (``dltop.pipelines.input_call``) is a wait too, or its start-up at a boundary.
     """
     if _find(frames, DATALOADER, EPOCH_BOUNDARY) is not None:
         return "starting-workers"
@@ -76,6 +78,9 @@ def trainer_phase(frames: list[Frame]) -> Phase:
     if inside_next is not None:
         inner = frames[inside_next:]
         return "collating" if any(f.file.endswith((COLLATE, PIN)) for f in inner) else "waiting-for-data"
+    call = input_call(frames)
+    if call is not None:
+        return "starting-workers" if call.boundary else "waiting-for-data"
     return "running"
 
 
@@ -121,8 +126,11 @@ def trainer_phases(
 
 
 def worker_activity(frames: list[Frame]) -> Activity:
-    """idle | fetching | collating | sending | starting | unknown, for a worker's main thread."""
+    """idle | fetching | collating | sending | starting | unknown, for a worker's main thread (a
+    DataLoader's, or another pipeline's worker process: ``dltop.pipelines.thread_activity``)."""
     loop = _find(frames, WORKER, ("_worker_loop",))
+    if loop is None and _pipeline_worker(frames):
+        return thread_activity(frames)
     if loop is None:
         return "starting" if any(f.file.endswith(BOOTSTRAP) for f in frames) else "unknown"
     inner = frames[loop + 1 :]
@@ -142,16 +150,25 @@ def process_kind(frames: list, known: Optional[str] = None) -> str:
     its name, given what its earlier stacks said (``known``). ``_worker_loop`` is a DataLoader
     worker, and a worker stays one for its life; multiprocessing's bootstrap before the target
     runs (spawn importing the main module and torch) is a process still starting; a target other
-    than ``_worker_loop`` (a Pool worker, a helper) is other. A stack without the bootstrap is
+    than ``_worker_loop`` or another pipeline's worker loop (a Pool worker, a helper) is other.
+    A stack without the bootstrap is
     other only at first sight: a spawn child that has been seen is past its bootstrap only while
     it exits (``sys.exit`` in ``spawn_main``, then ``threading._shutdown`` joining its threads)."""
-    if known == "worker" or _find(frames, WORKER, ("_worker_loop",)) is not None:
+    if known == "worker" or _find(frames, WORKER, ("_worker_loop",)) is not None or _pipeline_worker(frames):
         return "worker"
     if _find(frames, PROCESS_RUN, ("run",)) is not None:
         return "other"
     if any(f.file.endswith(BOOTSTRAP) for f in frames):
         return "starting"
     return known or "other"
+
+
+def _pipeline_worker(frames: list) -> bool:
+    """A child process running another pipeline's worker loop (torchdata.nodes' ``_apply_udf``
+    under multiprocessing's ``run``): a worker, as ``_worker_loop`` is DataLoader's."""
+    return _find(frames, PROCESS_RUN, ("run",)) is not None and any(
+        _find(frames, suffix, names) is not None for suffix, names in WORKER_LOOPS.items()
+    )
 
 
 def uses_worker_processes(frames: list) -> bool:

@@ -146,6 +146,7 @@ class LoaderSamples:
             workers_flag=site.flag,
             batch_size=config.get("batch_size"),
             dataset_kind=kind,
+            pipeline=self.stacks.trainer_pipeline(trainer.pid),
             parts=parts,
             parts_source=parts_source,
             parts_seen=self.shards.seen((trainer.pid, dataset or "")) if parts is not None else None,

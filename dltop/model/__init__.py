@@ -17,12 +17,14 @@ from dltop.model.records import (
     Snapshot,
     SystemSample,
     TrainerTime,
+    WorkerThread,
     snapshot_from_dict,
 )
 from dltop.model.vocabulary import (
     ENDED,
     JOB_ROLES,
     PHASES,
+    PIPELINES,
     ROLES,
     SEVERITIES,
     WAITING,
@@ -34,10 +36,12 @@ from dltop.model.vocabulary import (
     GpuStatus,
     JobState,
     Phase,
+    Pipeline,
     ProcessState,
     Role,
     Severity,
     StacksStatus,
+    ThreadKind,
     gpus_read,
     is_stuck,
     judged_stuck,
@@ -50,10 +54,10 @@ from dltop.model.vocabulary import (
 )
 
 __all__ = [
-    "SCHEMA", "DiskSample", "ExitedWorker", "Finding", "Frame", "GpuProcess", "GpuSample", "JobInfo",
-    "LoaderSample", "Pending", "Placement", "ProcessSample", "Snapshot", "SystemSample", "TrainerTime",
-    "snapshot_from_dict", "ENDED", "JOB_ROLES", "PHASES", "ROLES", "SEVERITIES", "WAITING", "Activity", "BadgeState",
-    "DatasetKind", "ExitCause", "FrameKind", "GpuStatus", "JobState", "Phase", "ProcessState", "Role", "Severity",
-    "StacksStatus", "gpus_read", "is_stuck", "judged_stuck", "most_severe", "sampling_broken", "sampling_works",
-    "severity_rank", "status_error", "still_for",
+    "SCHEMA", "DiskSample", "ExitedWorker", "Finding", "Frame", "GpuProcess", "GpuSample", "JobInfo", "LoaderSample",
+    "Pending", "Placement", "ProcessSample", "Snapshot", "SystemSample", "TrainerTime", "WorkerThread",
+    "snapshot_from_dict", "ENDED", "JOB_ROLES", "PHASES", "PIPELINES", "ROLES", "SEVERITIES", "WAITING", "Activity",
+    "BadgeState", "DatasetKind", "ExitCause", "FrameKind", "GpuStatus", "JobState", "Phase", "Pipeline",
+    "ProcessState", "Role", "Severity", "StacksStatus", "ThreadKind", "gpus_read", "is_stuck", "judged_stuck",
+    "most_severe", "sampling_broken", "sampling_works", "severity_rank", "status_error", "still_for",
 ]  # fmt: skip

@@ -21,10 +21,12 @@ from dltop.model.vocabulary import (
     GpuStatus,
     JobState,
     Phase,
+    Pipeline,
     ProcessState,
     Role,
     Severity,
     StacksStatus,
+    ThreadKind,
 )
 
 SCHEMA = "dltop.snapshot/1"
@@ -148,6 +150,21 @@ class TrainerTime:
 
 
 @dataclass(frozen=True)
+class WorkerThread:
+    """A thread of a trainer that its input pipeline runs on (torchdata.nodes' thread mappers,
+    SPDL's executor and event loop, a thread pool of the user's): its row under the trainer."""
+
+    tid: int
+    name: Optional[str]  # Python's name for it (py-spy's), else the OS's (/proc/<pid>/task/<tid>/comm)
+    kind: ThreadKind
+    activity: Activity = "unknown"  # idle | fetching | sending | stuck | unknown, from its newest stack
+    cpu_percent: Optional[float] = None  # 100 = one core, from /proc/<pid>/task/<tid>/stat
+    busy_percent: Optional[float] = None  # share of its samples not idle, over the trainer's time window
+    stack: Optional[list[Frame]] = None  # innermost last
+    stuck_s: Optional[float] = None  # seconds it has kept that stack without running
+
+
+@dataclass(frozen=True)
 class LoaderSample:
     """The DataLoader workers of one trainer (one entry per trainer until stacks can split loaders)."""
 
@@ -175,6 +192,9 @@ class LoaderSample:
     built_by: Optional[str] = None
     workers_keyword: Optional[str] = None
     workers_flag: Optional[str] = None
+    # which pipeline the trainer waits on (where its stacks said), and the threads it runs on
+    pipeline: Optional[Pipeline] = None
+    worker_threads: list[WorkerThread] = field(default_factory=list)
 
     @property
     def parts_read(self) -> Optional[int]:
@@ -330,6 +350,8 @@ _NESTED: dict[tuple[str, str], type] = {
     ("ProcessSample", "stack"): Frame,
     ("LoaderSample", "workers_exited"): ExitedWorker,
     ("LoaderSample", "trainer_time"): TrainerTime,
+    ("LoaderSample", "worker_threads"): WorkerThread,
+    ("WorkerThread", "stack"): Frame,
     ("ExitedWorker", "last_stack"): Frame,
     ("GpuSample", "processes"): GpuProcess,
 }

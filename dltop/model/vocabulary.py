@@ -93,6 +93,17 @@ PHASES: dict[Phase, str] = {
     "running": "running_percent",
 }
 
+# the input pipeline a trainer waits on for its batches: DataLoader (its worker processes, or its
+# own fetch with num_workers=0), torchdata.nodes (threads or processes), SPDL (threads over an
+# event loop), or threads of the user's own (a queue or futures fed by a thread pool)
+Pipeline = Literal["dataloader", "torchdata.nodes", "spdl", "threads"]
+PIPELINES: tuple[Pipeline, ...] = ("dataloader", "torchdata.nodes", "spdl", "threads")
+
+# a thread pipeline's threads: workers run the per-sample function (the knob the user sets counts
+# them: ParallelMapper's num_workers, SPDL's num_threads, an executor's max_workers); feeders move
+# items between stages (torchdata's _populate_queue, SPDL's event loop, a user's filling thread)
+ThreadKind = Literal["worker", "feeder"]
+
 # how a DataLoader's workers get their data: indices into a map-style Dataset (any worker can
 # fetch any sample), or their own part of an IterableDataset's source (shards, files, ranges)
 DatasetKind = Literal["map", "iterable"]

@@ -75,7 +75,7 @@ from dltop.collect.stacks.pyspy import (
     record_command,
 )
 from dltop.collect.stacks.trainer_time import TrainerSamples, workers_starting
-from dltop.model import Activity, Frame, TrainerTime, status_error
+from dltop.model import Activity, Frame, Pipeline, TrainerTime, status_error
 
 DUMP_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 1.0
@@ -253,6 +253,11 @@ class StackSampler:
     def trainer_time(self, pid: int) -> Optional[TrainerTime]:
         proc = self.procs.get(pid)
         return proc.trainer_samples.time() if proc is not None else None
+
+    def trainer_pipeline(self, pid: int) -> Optional[Pipeline]:
+        """The input pipeline a trainer's main thread waits on, where its samples showed one."""
+        proc = self.procs.get(pid)
+        return proc.trainer_samples.pipeline() if proc is not None else None
 
     def activity(self, pid: int) -> Activity:
         proc = self.procs.get(pid)
@@ -595,6 +600,9 @@ class NoStacks:
         return None
 
     def trainer_time(self, pid: int) -> Optional[TrainerTime]:
+        return None
+
+    def trainer_pipeline(self, pid: int) -> Optional[Pipeline]:
         return None
 
     def activity(self, pid: int) -> Activity:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from dltop import frames as stackframes
-from dltop.model import PHASES, Frame, Phase, TrainerTime
+from dltop.model import PHASES, Frame, Phase, Pipeline, TrainerTime
+from dltop.pipelines import input_call
 
 TRAINER_TIME_HISTORY_S = 30.0
 
@@ -42,6 +43,8 @@ class TrainerSamples:
     in_epoch_start: bool = False  # the last sample was in an epoch's start-up
     pin_thread: Optional[bool] = None  # a thread of the last window ran _pin_memory_loop
     worker_loader: bool = False  # seen inside a DataLoader iterator with worker processes
+    first_pipeline: Optional[Pipeline] = None  # the pipeline its first stacks were seen in, before any window
+    _pipelines: dict[tuple[Frame, ...], Optional[Pipeline]] = field(default_factory=dict)  # stack -> its pipeline
 
     def add(
         self,
@@ -65,6 +68,26 @@ class TrainerSamples:
     def saw(self, stacks: set[tuple[Frame, ...]]) -> None:
         """Main-thread stacks (a window's, or a dump's)."""
         self.worker_loader = self.worker_loader or any(stackframes.uses_worker_processes(list(s)) for s in stacks)
+        if self.first_pipeline is None:
+            self.first_pipeline = next((p for s in stacks if (p := self._pipeline_of(s))), None)
+
+    def pipeline(self) -> Optional[Pipeline]:
+        """The input pipeline the main thread waited on in most samples of its windows, else
+        the one its first stacks showed; None where none was seen."""
+        waits: Counter[Pipeline] = Counter()
+        for window in self.windows:
+            for stack, count in window.stacks.items():
+                if (pipeline := self._pipeline_of(stack)) is not None:
+                    waits[pipeline] += count
+        return waits.most_common(1)[0][0] if waits else self.first_pipeline
+
+    def _pipeline_of(self, stack: tuple[Frame, ...]) -> Optional[Pipeline]:
+        if stack not in self._pipelines:
+            if len(self._pipelines) > 4096:
+                self._pipelines.clear()
+            call = input_call(list(stack))
+            self._pipelines[stack] = call.pipeline if call else None
+        return self._pipelines[stack]
 
     def time(self) -> Optional[TrainerTime]:
         if not self.windows:
