@@ -162,6 +162,7 @@ class WorkerThread:
     busy_percent: Optional[float] = None  # share of its samples not idle, over the trainer's time window
     stack: Optional[list[Frame]] = None  # innermost last
     stuck_s: Optional[float] = None  # seconds it has kept that stack without running
+    gone_at: Optional[str] = None  # threads_exited only: when it was first seen gone
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,7 @@ class LoaderSample:
     # which pipeline the trainer waits on (where its stacks said), and the threads it runs on
     pipeline: Optional[Pipeline] = None
     worker_threads: list[WorkerThread] = field(default_factory=list)
+    threads_exited: list[WorkerThread] = field(default_factory=list)  # its threads seen before and gone since
 
     @property
     def parts_read(self) -> Optional[int]:
@@ -351,6 +353,7 @@ _NESTED: dict[tuple[str, str], type] = {
     ("LoaderSample", "workers_exited"): ExitedWorker,
     ("LoaderSample", "trainer_time"): TrainerTime,
     ("LoaderSample", "worker_threads"): WorkerThread,
+    ("LoaderSample", "threads_exited"): WorkerThread,
     ("WorkerThread", "stack"): Frame,
     ("ExitedWorker", "last_stack"): Frame,
     ("GpuSample", "processes"): GpuProcess,
