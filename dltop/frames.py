@@ -198,11 +198,14 @@ def user_frame(frames: list) -> Optional[Frame]:
 
 
 def costly_frame(frames: list) -> Optional[Frame]:
-    """Where a fetch spends its time: the innermost user frame above ``_worker_loop`` (a worker)
-    or ``__next__`` (num_workers=0: the trainer fetches), else the innermost library frame there
+    """Where a fetch spends its time: the innermost user frame above ``_worker_loop`` (a worker),
+    another pipeline's worker loop (a thread or process of torchdata.nodes, a thread pool) or
+    ``__next__`` (num_workers=0: the trainer fetches), else the innermost library frame there
     (PIL decoding inside torchvision's ImageFolder). Never the trainer's own ``for batch in
     loader`` line that a forked worker inherits below ``_worker_loop``."""
     start = _find(frames, WORKER, ("_worker_loop",))
+    for suffix, names in WORKER_LOOPS.items():
+        start = start if start is not None else _find(frames, suffix, names)
     if start is None:
         start = _find(frames, DATALOADER, ("__next__",))
     return None if start is None else user_frame(list(frames[start + 1 :]))

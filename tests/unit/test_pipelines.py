@@ -108,3 +108,9 @@ def test_a_torchdata_worker_process_is_a_worker_with_an_activity():
     idle = [*main[: next(i for i, f in enumerate(main) if f.function == "_apply_udf") + 1]]
     idle.append(make_frame("Queue.get", "/usr/lib/python3.11/multiprocessing/queues.py", 113))
     assert frames.worker_activity(idle) == "idle"
+
+
+def test_a_pipeline_workers_costly_frame_is_the_users_function_not_the_trainers_loop():
+    worker = threads("pipeline_torchdata_process_worker.json")["MainThread"]
+    assert frames.costly_frame(worker).function == "decode"
+    assert frames.costly_frame(threads("pipeline_threads.json")["ThreadPoolExecutor-0_0"]).function == "load"
