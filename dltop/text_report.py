@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 from dltop.diagnose.relations import grouped
-from dltop.model import ProcessSample, Snapshot, gpus_read, sampling_broken, still_for
+from dltop.model import LoaderSample, ProcessSample, Snapshot, WorkerThread, gpus_read, sampling_broken, still_for
 from dltop.model.findings import RANK_STRAGGLER, RUN_STOPPED
 from dltop.settings import DEFAULTS
 from dltop.units import NA, cpu_list, human_bytes, number, percent
@@ -76,11 +76,14 @@ def _gpus(snapshot: Snapshot) -> list[str]:
 
 
 def _processes(snapshot: Snapshot) -> list[str]:
-    """The process table, one row per process of the job."""
+    """The process table, one row per process of the job; a trainer's pipeline threads after the
+    last process of its tree, as its workers (the PID column holds a thread's tid, PPID its process)."""
     lines = [
         f"{'PID':>7} {'PPID':>7} {'ROLE':<8} {'STATE':<9} {'CPU%':>6} {'RSS':>7} {'USS':>7}"
         f" {'FDS/LIMIT':>11} {'THR':>4} {'READ/s':>8} {'RCHAR/s':>8}  {'ACTIVITY':<16} NAME"
     ]
+    threads = pipeline_threads(snapshot)
+    last = {p.trainer_pid or p.pid: p.pid for p in snapshot.processes}  # each tree's last process
     for p in snapshot.processes:
         state = p.state if p.exit_code is None else f"{p.state}({p.exit_code})"
         lines.append(
@@ -88,7 +91,27 @@ def _processes(snapshot: Snapshot) -> list[str]:
             f" {human_bytes(p.uss_bytes):>7} {_fds(p.num_fds, p.fd_limit):>11} {p.num_threads or NA:>4}"
             f" {human_bytes(p.read_bytes_per_s):>8} {human_bytes(p.read_chars_per_s):>8}  {_activity(p):<16} {p.name}"
         )
-    return lines
+        tree = p.trainer_pid or p.pid
+        if last.get(tree) == p.pid:
+            lines.extend(_thread_line(tree, t) for t in threads.pop(tree, ()))
+    return lines + [_thread_line(trainer, t) for trainer, rest in threads.items() for t in rest]
+
+
+def pipeline_threads(snapshot: Snapshot) -> dict[int, list[WorkerThread]]:
+    """Each trainer's pipeline threads, workers first, then feeders (the threads that only move items)."""
+    threads: dict[int, list[WorkerThread]] = {}
+    for loader in snapshot.loaders:
+        threads.setdefault(loader.trainer_pid, []).extend(loader.worker_threads)
+    return {trainer: sorted(rows, key=lambda t: (t.kind != "worker", t.tid)) for trainer, rows in threads.items()}
+
+
+def _thread_line(trainer_pid: int, t: WorkerThread) -> str:
+    """A thread's row: its memory and files are its process's (on the trainer's row)."""
+    role = "thread" if t.kind == "worker" else t.kind
+    return (
+        f"{t.tid:>7} {trainer_pid:>7} {role:<8} {NA:<9} {number(t.cpu_percent):>6} {NA:>7} {NA:>7} {NA:>11} {NA:>4}"
+        f" {NA:>8} {NA:>8}  {_activity(t):<16} {t.name or ''}"
+    )
 
 
 def _loaders(snapshot: Snapshot) -> list[str]:
@@ -98,11 +121,8 @@ def _loaders(snapshot: Snapshot) -> list[str]:
         kind = f" · {loader.dataset_kind} dataset {loader.dataset or ''}".rstrip() if loader.dataset_kind else ""
         read = f", {loader.parts_read} seen read" if loader.parts_read is not None else ""
         parts = f" · {loader.parts_source}{read}" if loader.parts_source else ""
-        lines.append(
-            f"loader of trainer {loader.trainer_pid}{kind}{parts}: {loader.num_workers} workers ({loader.start_method})"
-            f" · respawns {loader.worker_respawns} · exited {len(loader.workers_exited)}"
-            f" · pin_memory {_tri(loader.pin_memory)} · persistent_workers {_tri(loader.persistent_workers)}"
-        )
+        summary = workers_summary(loader) + _settings(loader)
+        lines.append(f"loader of trainer {loader.trainer_pid}{kind}{parts}: {summary}")
         spent = loader.trainer_time
         if spent:
             lines.append(
@@ -112,6 +132,27 @@ def _loaders(snapshot: Snapshot) -> list[str]:
             )
         lines.extend(_stopped_here(snapshot, loader.trainer_pid))
     return lines
+
+
+def workers_summary(loader: LoaderSample) -> str:
+    """What runs the loader's work: '2 workers (fork)' for a DataLoader; '4 threads (spdl)' for a
+    pipeline of threads; '2 workers (torchdata.nodes, processes)' for one of processes."""
+    if loader.pipeline in (None, "dataloader"):
+        return f"{loader.num_workers} workers ({loader.start_method})"
+    if loader.start_method == "thread":
+        return f"{loader.num_workers} threads ({loader.pipeline})"
+    return f"{loader.num_workers} workers ({loader.pipeline}, processes)"
+
+
+def _settings(loader: LoaderSample) -> str:
+    """A DataLoader's settings as read; another pipeline has none of them, only its exits."""
+    if loader.pipeline not in (None, "dataloader"):
+        feeders = sum(t.kind == "feeder" for t in loader.worker_threads)
+        return f" · feeders {feeders} · exited {len(loader.workers_exited) + len(loader.threads_exited)}"
+    return (
+        f" · respawns {loader.worker_respawns} · exited {len(loader.workers_exited)}"
+        f" · pin_memory {_tri(loader.pin_memory)} · persistent_workers {_tri(loader.persistent_workers)}"
+    )
 
 
 def _on(blocked_on: Optional[str]) -> Optional[str]:
@@ -190,7 +231,7 @@ def _findings(snapshot: Snapshot) -> list:
     return lines
 
 
-def _activity(p: ProcessSample) -> str:
+def _activity(p: Union[ProcessSample, WorkerThread]) -> str:
     still = still_for(p)
     return f"{p.activity} {still:.0f}s" if still is not None and still >= DEFAULTS.still_notice_s else p.activity
 
