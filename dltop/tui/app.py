@@ -240,12 +240,12 @@ class DltopApp(App):
                 self.show(self.snapshot)
 
     def action_stack(self) -> None:
-        pid = self.query_one(WorkersTable).selected_pid()
-        if pid is None or self.snapshot is None:
+        row = self.query_one(WorkersTable).selected_row()
+        if row is None or self.snapshot is None:
             return
-        if self.source is not None:
-            self.source.watch(pid)
-        screen = StackScreen(pid)
+        if self.source is not None:  # a thread's stack comes with its trainer's
+            self.source.watch(row.thread_of or row.pid)
+        screen = StackScreen(row.pid, row.thread_of)
         self.push_screen(screen, lambda _: self.source.watch(None) if self.source is not None else None)
         self.call_after_refresh(screen.show, self.snapshot)
 

@@ -15,7 +15,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from dltop.model import Snapshot
+from dltop.model import LoaderSample, Snapshot, WorkerThread
+from dltop.text_report import workers_summary
 from dltop.tui import view
 from dltop.units import bytes_held, clock, human_bytes, percent
 
@@ -23,16 +24,18 @@ KIND_STYLE = {"user": "bold", "library": "", "torch": "dim", "stdlib": "dim"}
 
 
 class StackScreen(Screen):
-    """The newest stack of one process, user frames marked; ``d`` takes a full dump with locals."""
+    """The newest stack of one process or pipeline thread, user frames marked; ``d`` takes a full
+    dump with locals (of a thread's process: py-spy dumps processes)."""
 
     BINDINGS = [
         Binding("escape,s", "app.pop_screen", "back"),
         Binding("d", "full_dump", "full dump (pauses it)"),
     ]
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, thread_of: Optional[int] = None) -> None:
         super().__init__()
-        self.pid = pid
+        self.pid = pid  # a thread's tid
+        self.process = thread_of or pid  # the process a dump pauses
         self.dumped = False
 
     def compose(self) -> ComposeResult:
@@ -47,7 +50,7 @@ class StackScreen(Screen):
         self.query_one("#stack", Static).update(stack_text(snap, self.pid))
 
     def action_full_dump(self) -> None:
-        self.notify(f"Pausing pid {self.pid} for a few milliseconds while py-spy reads it with locals")
+        self.notify(f"Pausing pid {self.process} for a few milliseconds while py-spy reads it with locals")
         self.query_one("#dump", Static).update(Text("taking a full dump…", style="dim"))
         self._dump()
 
@@ -57,7 +60,7 @@ class StackScreen(Screen):
         from dltop.errors import DltopError
 
         try:
-            text = render_dump(dump_job(self.pid, only=self.pid))
+            text = render_dump(dump_job(self.process, only=self.process))
         except DltopError as err:
             text = f"no dump: {err}"
         self.app.call_from_thread(self.query_one("#dump", Static).update, Text(text))
@@ -66,6 +69,8 @@ class StackScreen(Screen):
 def stack_text(snap: Snapshot, pid: int) -> Text:
     proc = next((p for p in snap.processes if p.pid == pid), None)
     text = Text()
+    if proc is None and _thread(snap, pid) is not None:
+        return _thread_text(snap, pid)
     if proc is None:
         gone = [w for ld in snap.loaders for w in ld.workers_exited if w.pid == pid]
         if not gone:
@@ -89,6 +94,35 @@ def stack_text(snap: Snapshot, pid: int) -> Text:
             text.append(f"\n{snap.stacks_fix}")
         return text
     return _frames(text, proc.stack)
+
+
+def _thread(snap: Snapshot, tid: int) -> Optional[tuple[LoaderSample, WorkerThread]]:
+    """The pipeline thread with this tid and its loader (a thread gone since: among its exits)."""
+    return next(((ld, t) for ld in snap.loaders for t in ld.worker_threads + ld.threads_exited if t.tid == tid), None)
+
+
+def _thread_text(snap: Snapshot, tid: int) -> Text:
+    """A pipeline thread's newest stack, read with its trainer's."""
+    found = _thread(snap, tid)
+    assert found is not None
+    loader, thread = found
+    text = Text()
+    role = view.THREAD_ROLES[thread.kind].strip(" └")
+    text.append(f"{role} {tid} {thread.name or ''}".rstrip() + f" of trainer {loader.trainer_pid}", style="bold")
+    if thread.gone_at:
+        text.append(f" · gone at {thread.gone_at}; its last stack", style="bold")
+    else:
+        text.append(f" · activity {thread.activity} · CPU {percent(thread.cpu_percent)}"
+                    f" · busy {percent(thread.busy_percent)}")  # fmt: skip
+    if thread.stuck_s:
+        text.append(f" · same stack for {clock(thread.stuck_s)} without CPU", style="bold red")
+    trainer = next((p for p in snap.processes if p.pid == loader.trainer_pid), None)
+    at = trainer.stack_at if trainer is not None and trainer.stack_at else "not yet"
+    text.append(f"\n{workers_summary(loader)}; sampled {at} with its trainer (non-blocking; py-spy)\n\n", style="dim")
+    if not thread.stack:
+        text.append(f"no stack yet (stacks: {snap.stacks_status})")
+        return text
+    return _frames(text, thread.stack)
 
 
 def _frames(text: Text, frames) -> Text:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from itertools import zip_longest
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from dltop.diagnose.relations import root_cause
 from dltop.model import (
@@ -25,6 +25,7 @@ from dltop.model import (
     ProcessSample,
     Snapshot,
     TrainerTime,
+    WorkerThread,
     gpus_read,
     judged_stuck,
     sampling_works,
@@ -40,6 +41,7 @@ from dltop.model.findings import (
     is_hang,
 )
 from dltop.settings import DEFAULTS
+from dltop.text_report import pipeline_threads, workers_summary
 from dltop.units import NA, clock, cpu_list, human_bytes, percent, signal_name
 
 
@@ -170,7 +172,14 @@ def header_line(snapshot: Snapshot) -> str:
     ranks = f" · {len(job.trainer_pids)} ranks" if len(job.trainer_pids) > 1 else ""
     program, _, rest = job.cmdline.partition(" ")
     command = f"{os.path.basename(program)} {rest}".strip()
-    return f"job {job.pid} · up {uptime(snapshot)} · {job.start_method}{ranks} · {command}"
+    return f"job {job.pid} · up {uptime(snapshot)} · {pipeline_text(snapshot)}{ranks} · {command}"
+
+
+def pipeline_text(snapshot: Snapshot) -> str:
+    """How the job's input runs: the start method of DataLoader workers, or what runs another
+    pipeline ('4 threads (spdl)', as the text report's loader line)."""
+    other = next((ld for ld in snapshot.loaders if ld.pipeline not in (None, "dataloader")), None)
+    return workers_summary(other) if other is not None else snapshot.job.start_method
 
 
 # -- the workers table ------------------------------------------------------------------------------
@@ -186,32 +195,53 @@ COLUMNS = {  # key -> (label, width); the narrow set fits 80 columns
     "fds": ("FDS", 9),
     "read": ("READ/s", 7),
     "age": ("AGE", 6),
+    "name": ("NAME", 22),  # wide enough for "spdl_worker_thread__0", "Thread-2 (_apply_udf)"
 }
 NARROW = ("pid", "role", "activity", "cpu", "uss", "fds", "read")
 WIDE = ("pid", "role", "state", "activity", "cpu", "rss", "uss", "fds", "read", "age")
+# with pipeline threads, NAME after CPU% (at 80 columns in place of FDS and READ/s, n/a on every thread row)
+NARROW_THREADS = ("pid", "role", "activity", "cpu", "name", "uss")
+WIDE_THREADS = ("pid", "role", "state", "activity", "cpu", "name", "rss", "uss", "fds", "read", "age")
+WIDE_FROM = 110  # columns from which the table shows WIDE
 # "group": trainers, each followed by its workers; the others sort within that tree (htop's tree
 # view sorted: trainers by the figure, each trainer's workers under it by the same figure)
 SORTS = ("group", "cpu", "uss", "read", "pid")
 MEASURING = "measuring"  # a figure dltop has not read yet for a new process (not n/a: it will come)
 
 
-Alert = Literal["hung", "dead", "exited", "straggler", "stopper"]  # why a row stands out
+Alert = Literal["hung", "dead", "exited", "straggler", "stopper", "feeder"]  # why a row stands out (or back)
+# a pipeline thread's ROLE cell: one that runs the per-sample function is the pipeline's worker; a
+# feeder (an event loop, a source or prefetch thread) only moves items and is drawn dim
+THREAD_ROLES = {"worker": " └ thread", "feeder": " └ feeder"}
 # the ROLE cell of a rank that stands out for the run, in the column's 10 cells
 RANK_MARKS: dict[Alert, str] = {"straggler": "slowest", "stopper": "stopper"}
 
 
 @dataclass(frozen=True)
 class Row:
-    key: str  # the pid (and "x" for an exited worker)
-    pid: int
+    key: str  # the pid (and "x" for an exited worker, "t" for a thread)
+    pid: int  # a thread's tid
     cells: dict  # column key -> text
     alert: Optional[Alert] = None  # the row must stand out
-    group: tuple = ()  # (trainer pid, role order, pid): trainers, each followed by its workers
+    # (trainer pid, role order, 0 for a process or 1 a worker thread and 2 a feeder, pid): trainers,
+    # each followed by its workers, its pipeline threads and its helpers
+    group: tuple = ()
     metrics: tuple = (0.0, 0, 0.0)  # (cpu %, private memory, read bytes/s) to sort by
+    thread_of: Optional[int] = None  # a pipeline thread's row: the trainer it runs in
+
+
+def table_columns(width: int, threads: bool) -> tuple:
+    """The columns ``width`` holds; NAME where the table shows threads: a thread's name ('Thread-2
+    (_apply_udf)', 'spdl_event_loop_thread') says what it runs, where every worker process is
+    'pt_data_worker' and the column would only cost room."""
+    if width >= WIDE_FROM:
+        return WIDE_THREADS if threads else WIDE
+    return NARROW_THREADS if threads else NARROW
 
 
 def rows(snapshot: Snapshot, sort: str = "group") -> list:
-    """Table rows: each trainer followed by its workers (and workers that died), by ``sort``."""
+    """Table rows: each trainer followed by its workers (and workers that died), then its pipeline
+    threads, by ``sort``."""
     taken = _parse(snapshot.taken_at)
     # a rank's stall that a stopped run explains is its wait for the rank that stopped it: not a hang
     hung, marks = _named(snapshot, HANGS, causes_only=True), _rank_marks(snapshot)
@@ -223,7 +253,8 @@ def rows(snapshot: Snapshot, sort: str = "group") -> list:
         for w in loader.workers_exited
         if w.cause == "died" and w.pid not in pids
     ]
-    everything = live + gone
+    threads = [_thread_row(t, trainer, t.tid in hung) for trainer, ts in pipeline_threads(snapshot).items() for t in ts]
+    everything = live + gone + threads
     if sort == "group":
         return sorted(everything, key=lambda r: r.group)
     value = (lambda r: r.pid) if sort == "pid" else partial(_descending, ("cpu", "uss", "read").index(sort))
@@ -261,8 +292,19 @@ def _process_row(p: ProcessSample, taken: datetime, mark: Optional[Alert], hung:
         activity = "ZOMBIE" if p.exit_code is None else f"ZOMBIE {exit_text(p.exit_code)}"
     metrics = (p.cpu_percent or 0.0, p.uss_bytes or p.rss_bytes or 0, p.read_bytes_per_s or 0.0)
     trainer = p.trainer_pid if p.role != "launcher" else 0
-    group = (trainer or p.pid, ROLES.index(p.role), p.pid)
+    group = (trainer or p.pid, ROLES.index(p.role), 0, p.pid)
     return Row(str(p.pid), p.pid, _cells(p, taken, role, activity), alert, group, metrics)
+
+
+def _thread_row(t: WorkerThread, trainer_pid: int, hung: bool) -> Row:
+    """A pipeline thread as a worker's row: the PID column holds its tid (as htop's and ``ps -L``'s
+    do) and ROLE says "thread"; its memory, files and reads are its process's (n/a here)."""
+    alert: Optional[Alert] = "hung" if hung or judged_stuck(t) else "feeder" if t.kind == "feeder" else None
+    cells = dict.fromkeys(COLUMNS, NA)
+    cpu = NA if t.cpu_percent is None else f"{t.cpu_percent:.0f}"
+    cells.update(pid=str(t.tid), role=THREAD_ROLES[t.kind], activity=activity_text(t), cpu=cpu, name=t.name or "")
+    group = (trainer_pid, ROLES.index("worker"), 1 if t.kind == "worker" else 2, t.tid)
+    return Row(f"{t.tid}t", t.tid, cells, alert, group, (t.cpu_percent or 0.0, 0, 0.0), trainer_pid)
 
 
 def _role_cell(p: ProcessSample, mark: Optional[Alert]) -> tuple[str, Optional[Alert]]:
@@ -274,7 +316,7 @@ def _role_cell(p: ProcessSample, mark: Optional[Alert]) -> tuple[str, Optional[A
     return (f"{p.role}{rank}" if p.role in ("trainer", "launcher") else f" └ {p.role}"), None
 
 
-def activity_text(p: ProcessSample) -> str:
+def activity_text(p: Union[ProcessSample, WorkerThread]) -> str:
     """The ACTIVITY cell. STUCK only where the model judged it stuck (past --hang-after: what the
     JSON and the text report say); a stack held still for less shows as ``still 0:07``, so a
     worker in a slow read is not called stuck before it is; a trainer waiting for its workers
@@ -303,6 +345,7 @@ def _cells(p: ProcessSample, taken: datetime, role: str, activity: str) -> dict:
         "fds": f"{p.num_fds if p.num_fds is not None else NA}/{p.fd_limit or '∞'}",
         "read": human_bytes(p.read_bytes_per_s),
         "age": clock((taken - _parse(p.started_at)).total_seconds()) if p.started_at else NA,
+        "name": p.name,
     }
 
 
@@ -322,7 +365,7 @@ def _exited_row(w: ExitedWorker) -> Row:
     code = w.exit_code
     cells = {k: "" for k in COLUMNS}
     cells.update(pid=str(w.pid), role=" └ worker", state="dead", activity=f"DIED {exit_text(code)}", cpu="", fds="")
-    return Row(f"{w.pid}x", w.pid, cells, "dead", (w.trainer_pid, 2, w.pid))
+    return Row(f"{w.pid}x", w.pid, cells, "dead", (w.trainer_pid, 2, 0, w.pid))
 
 
 def exit_text(code: Optional[int]) -> str:
@@ -387,11 +430,14 @@ def chart(values: list[Optional[float]], rows: int, top: float = 100.0) -> list[
 
 
 def cpu_meters(snapshot: Snapshot) -> dict[Optional[int], str]:
-    """Per trainer, one cell per live worker of it, as full as its CPU use (100% = one core)."""
+    """Per trainer, one cell per live worker of it (a process or a pipeline's worker thread), as
+    full as its CPU use (100% = one core)."""
     workers: dict[Optional[int], list[Optional[float]]] = {}
     for p in snapshot.processes:
         if p.role == "worker" and p.state != "zombie":
             workers.setdefault(p.trainer_pid, []).append(p.cpu_percent)
+    for trainer, threads in pipeline_threads(snapshot).items():
+        workers.setdefault(trainer, []).extend(t.cpu_percent for t in threads if t.kind == "worker")
     return {trainer: sparkline(cpus) for trainer, cpus in workers.items()}
 
 

@@ -47,7 +47,8 @@ BADGE_STYLE = {
 }
 RIGHT_ALIGNED = ("pid", "cpu", "rss", "uss", "fds", "read", "age")
 ALERT_RICH = {"hung": Style(color="red", bold=True), "dead": Style(color="red", bold=True), "exited": Style(dim=True),
-              "straggler": Style(color="yellow", bold=True), "stopper": Style(color="red", bold=True)}  # fmt: skip
+              "straggler": Style(color="yellow", bold=True), "stopper": Style(color="red", bold=True),
+              "feeder": Style(dim=True)}  # fmt: skip
 HEADER_RICH = Style(bold=True, underline=True)
 CURSOR_RICH = Style(reverse=True)
 CURSOR_BLUR_RICH = Style(underline=True)
@@ -288,8 +289,8 @@ class WorkersTable(ScrollView, can_focus=True):
 
     def show(self, snap: Snapshot) -> None:
         selected = self.selected_key()
-        columns, self._columns = self._columns, view.WIDE if self.size.width >= 110 else view.NARROW
         self._rows = view.rows(snap, self.sort_by)
+        columns, self._columns = self._columns, self._fitting()
         self._keys = [r.key for r in self._rows]
         cursor = self.cursor
         if selected in self._keys:
@@ -303,11 +304,15 @@ class WorkersTable(ScrollView, can_focus=True):
     def on_resize(self) -> None:
         """The columns follow the width: a view shown before its first layout (a replay, a recording)
         was drawn narrow, and a terminal resized wider or narrower changes which columns fit."""
-        columns = view.WIDE if self.size.width >= 110 else view.NARROW
+        columns = self._fitting()
         if columns != self._columns:
             self._columns = columns
             self._lay_out()
             self.refresh()
+
+    def _fitting(self) -> tuple:
+        """The columns for this width and these rows (NAME where threads show)."""
+        return view.table_columns(self.size.width, any(row.thread_of is not None for row in self._rows))
 
     def _lay_out(self) -> list:
         """Each row's cells for the columns shown; the lines before, to repaint only what changed."""
@@ -408,8 +413,8 @@ class WorkersTable(ScrollView, can_focus=True):
     def selected_key(self):
         return self._keys[self.cursor] if self.cursor < len(self._keys) else None
 
-    def selected_pid(self):
-        return self._rows[self.cursor].pid if self.cursor < len(self._rows) else None
+    def selected_row(self) -> Optional[view.Row]:
+        return self._rows[self.cursor] if self.cursor < len(self._rows) else None
 
 
 class FindingsPanel(OptionList):

@@ -9,6 +9,7 @@ import io
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -130,8 +131,9 @@ def test_the_screen_has_no_holes_and_cuts_no_word(size, change):
 
 @pytest.mark.parametrize(
     "recording, size",
-    [("hung-worker", (80, 24)), ("input-bound", (120, 36)), ("hung-worker", (160, 45)), ("healthy", (120, 36))],
-)
+    [("hung-worker", (80, 24)), ("input-bound", (120, 36)), ("hung-worker", (160, 45)), ("healthy", (120, 36)),
+     ("spdl-threads", (120, 36))],
+)  # fmt: skip
 def test_snapshot(snap_compare, recording, size):
     assert snap_compare(recorded_app(recording, explained), terminal_size=size, run_before=_shown)
 
@@ -142,6 +144,73 @@ def test_snapshot_hung_worker_stack(snap_compare):
         await pilot.press("down", "s")
 
     assert snap_compare(recorded_app("hung-worker"), terminal_size=(100, 30), run_before=open_stack)
+
+
+# -- a pipeline of threads (spdl-threads: built by hand on a py-spy dump of an SPDL job) ---------------
+
+
+def one_stuck_one_gone(snap):
+    """spdl-threads with its first worker thread stuck and a thread gone since."""
+    loader = snap.loaders[0]
+    stuck = dataclasses.replace(loader.worker_threads[0], activity="stuck", stuck_s=25.0)
+    gone = dataclasses.replace(loader.worker_threads[3], tid=19299, gone_at="2026-12-03T12:40:11+00:00")
+    loader = dataclasses.replace(loader, worker_threads=[stuck, *loader.worker_threads[1:]], threads_exited=[gone])
+    return dataclasses.replace(snap, loaders=[loader])
+
+
+def test_a_pipelines_threads_are_rows_under_their_trainer_workers_first_feeders_dim():
+    snap = one_stuck_one_gone(recorded("spdl-threads"))
+    table = view.rows(snap)
+    assert [(r.pid, r.cells["role"], r.cells["name"]) for r in table[:2]] == [
+        (19272, "trainer", "python"), (19279, " └ thread", "spdl_worker_thread__0")]  # fmt: skip
+    assert [r.cells["role"] for r in table[1:]] == [" └ thread"] * 4 + [" └ feeder"] * 2
+    assert [r.alert for r in table[1:]] == ["hung", None, None, None, "feeder", "feeder"]
+    assert table[1].cells["activity"] == "STUCK 0:25" and table[1].key == "19279t" and table[1].thread_of == 19272
+    assert {table[2].cells[c] for c in ("state", "rss", "uss", "fds", "read", "age")} == {"n/a"}  # its process's
+    assert 19299 not in [r.pid for r in table]  # a thread gone is no row (its stack stays readable)
+    assert [r.pid for r in view.rows(snap, "cpu")][:3] == [19272, 19277, 19279]  # under its trainer, by CPU
+    assert view.table_columns(120, True) == view.WIDE_THREADS and view.table_columns(120, False) == view.WIDE
+    assert view.table_columns(80, True) == view.NARROW_THREADS and view.table_columns(80, False) == view.NARROW
+    assert view.cpu_meters(snap) == {19272: view.sparkline([3.1, 2.8, 1.2, 0.9])}  # worker threads, not feeders
+    assert view.pipeline_text(snap) == "4 threads (spdl)" and "· 4 threads (spdl) ·" in view.header_line(snap)
+
+
+@pytest.mark.parametrize(
+    "pipeline, method, text",
+    [("torchdata.nodes", "thread", "2 threads (torchdata.nodes)"),
+     ("torchdata.nodes", "fork", "2 workers (torchdata.nodes, processes)"),
+     ("dataloader", "fork", "fork"), (None, "fork", "fork")],
+)  # fmt: skip
+def test_the_header_says_what_runs_a_pipeline_and_a_dataloaders_start_method(pipeline, method, text):
+    snap = bound_window(10.0)[0]
+    loader = dataclasses.replace(snap.loaders[0], pipeline=pipeline, start_method=method)
+    assert view.pipeline_text(dataclasses.replace(snap, loaders=[loader])) == text
+
+
+def test_the_stack_of_a_thread_row_is_the_threads_and_watches_its_trainer():
+    from dltop.tui.screens import StackScreen, stack_text
+
+    snap = one_stuck_one_gone(recorded("spdl-threads"))
+    watched: list = []
+
+    async def run():
+        app = recorded_app("spdl-threads", one_stuck_one_gone)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await _shown(pilot)
+            app.source = SimpleNamespace(watch=watched.append, close=lambda: None)
+            await pilot.press("down", "s")
+            assert isinstance(app.screen, StackScreen) and (app.screen.pid, app.screen.process) == (19279, 19272)
+            await pilot.pause()
+            text = _screen_text(app)
+            assert "thread 19279 spdl_worker_thread__0 of trainer 19272 · activity stuck" in text and "▶ decode" in text
+            await pilot.press("escape")
+        assert watched[0] == 19272  # py-spy samples the trainer; the thread's stack comes with it
+
+    asyncio.run(run())
+    stuck = str(stack_text(snap, 19279))
+    assert "same stack for 0:25 without CPU" in stuck and "4 threads (spdl); sampled 2026-12-03T12:40:20" in stuck
+    gone = str(stack_text(snap, 19299))
+    assert "thread 19299 spdl_worker_thread__3 of trainer 19272 · gone at" in gone and "_worker" in gone
 
 
 # -- view functions --------------------------------------------------------------------------------------
