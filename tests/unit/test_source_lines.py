@@ -237,3 +237,52 @@ def test_the_advice_names_the_users_own_call_or_flag():
     plain = dataclasses.replace(loader, built_at="train.py:88", built_by="DataLoader", workers_keyword="num_workers")
     expected = "num_workers=2  # in the DataLoader over Images (train.py:88); now num_workers=1"
     assert loader_change(plain, num_workers=2) == expected
+
+
+def test_torchdata_parallel_mapper_sets_num_workers_from_its_flag(tmp_path):
+    path = write(tmp_path, "train.py", """\
+        import argparse
+        from torchdata.nodes import Loader, ParallelMapper
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--workers", type=int, default=2)
+        args = parser.parse_args()
+        node = ParallelMapper(source, map_fn=decode, num_workers=args.workers, method="thread")
+        """)  # fmt: skip
+    assert find([path]) == LoaderSite(at(path, "ParallelMapper("), "ParallelMapper", "num_workers", "torchdata",
+                                      "--workers")  # fmt: skip
+
+
+def test_an_spdl_stage_sets_its_concurrency(tmp_path):
+    path = write(tmp_path, "train.py", """\
+        from spdl.pipeline import PipelineBuilder
+        pipe(decode)  # a function named pipe is no stage, nor is this: .pipe(
+        pipeline = (
+            PipelineBuilder()
+            .add_source(range(100))
+            .pipe(decode, concurrency=concurrency)
+            .add_sink(3)
+            .build(num_threads=4)
+        )
+        """)  # fmt: skip
+    site = find([path])
+    assert site is not None and site.call == "pipe" and site.keyword == "concurrency" and site.library == "spdl"
+    # pandas' .pipe( is no stage: a file that does not import spdl has none
+    assert site.where == at(path, ".pipe(decode")
+    other = write(tmp_path, "etl.py", "df = df.pipe(clean, concurrency=2)\n")
+    assert find([other]) is None
+
+
+def test_a_thread_pool_sets_max_workers_unless_a_loader_is_built_there(tmp_path):
+    path = write(tmp_path, "prefetch.py", """\
+        from concurrent.futures import ThreadPoolExecutor
+        class Prefetcher:
+            def __init__(self, n):
+                self.pool = ThreadPoolExecutor(max_workers=n)
+        """)  # fmt: skip
+    assert find([path]) == LoaderSite(at(path, "ThreadPoolExecutor("), "ThreadPoolExecutor", "max_workers",
+                                      "concurrent.futures")  # fmt: skip
+    # a pool beside a loader's builder is some other pool of the script (checkpoints, logging)
+    train = write(
+        tmp_path, "train.py", "saver = ThreadPoolExecutor(max_workers=1)\nloader = create_loader(ds, num_workers=4)\n"
+    )
+    assert find([train]).call == "create_loader"

@@ -8,8 +8,9 @@ crept up under churn). What a job keeps is bounded (``KEPT_BYTES_MAX``) and goes
 
 It also finds, in the user's own files, the call that sets the loader's worker count: often not
 ``DataLoader(`` itself but a library's builder (timm's ``create_loader``, transformers'
-``TrainingArguments``), and the command-line flag the count comes from, since that call or flag
-is what the user can change."""
+``TrainingArguments``), or another pipeline's (torchdata.nodes' ``ParallelMapper``, an SPDL stage's
+``.pipe``, a ``ThreadPoolExecutor``), and the command-line flag the count comes from, since that
+call or flag is what the user can change."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ MAX_HOPS = 3  # how many assignments/constructor keywords a value is followed th
 
 @dataclass(frozen=True)
 class Builder:
-    """A call in user code that sets a DataLoader's worker count, and the keyword that does."""
+    """A call in user code that sets a loader's worker count, and the keyword that does."""
 
     name: str  # regex of the called name
     keyword: str
@@ -35,6 +36,9 @@ class Builder:
     direct: bool = False  # builds the DataLoader itself: preferred over the builders one step removed
     flag: Optional[str] = None  # the command-line flag the keyword is, for argument parsers
     needs: Optional[str] = None  # regex the call's arguments must match
+    method: bool = False  # called as a method (``.pipe(``), never as a function of that name
+    imports: Optional[str] = None  # regex a line of its file must match (the library's import)
+    fallback: bool = False  # a general-purpose call: one only where no loader's builder is there
 
 
 _TRAINING_ARGUMENTS = r"(?:Seq2Seq)?TrainingArguments|(?:SFT|DPO|GRPO|ORPO|KTO|Reward)Config"
@@ -50,6 +54,10 @@ BUILDERS = (
         flag="--dataloader_num_workers",
         needs=rf"\b(?:{_TRAINING_ARGUMENTS})\b",
     ),
+    Builder(r"ParallelMapper", "num_workers", "torchdata", direct=True),
+    Builder(r"pipe", "concurrency", "spdl", direct=True, method=True, imports=r"\bspdl\b"),
+    # a pool of the user's own that fills its input: any other pool of the script is as likely
+    Builder(r"ThreadPoolExecutor", "max_workers", "concurrent.futures", fallback=True),
 )
 _CALL = re.compile(r"\b(?P<name>" + "|".join(b.name for b in BUILDERS) + r")\s*\(")
 _NOT_CALLS = ("#", "from ", "import ", "def ", "class ", "async def ")
@@ -76,6 +84,7 @@ class _Call:
     index: int  # 0-based line of the call
     name: str  # as called
     arguments: str  # the text between its parentheses, comments dropped
+    method: bool = False  # called on an object (``x.name(``)
 
 
 class SourceLines:
@@ -134,13 +143,18 @@ class SourceLines:
 
     def _builder_calls(self, paths: list[str]) -> list[tuple[_Call, Builder]]:
         """Each call in these files to a builder of the loader, with the builder it calls (those
-        that build it only with certain arguments, when they are there)."""
+        that build it only with certain arguments, as a method or in a file of their library, when
+        so; a general-purpose call only where no other builder is)."""
         found = []
         for call in self._calls(paths, _CALL):
             builder = next(b for b in BUILDERS if re.fullmatch(b.name, call.name))
-            if builder.needs is None or re.search(builder.needs, call.arguments):
+            if builder.needs is not None and not re.search(builder.needs, call.arguments):
+                continue
+            if builder.method and not call.method:
+                continue
+            if builder.imports is None or any(re.search(builder.imports, t) for t in self._lines(call.path)):
                 found.append((call, builder))
-        return found
+        return [f for f in found if not f[1].fallback] or found
 
     def _dataset_names(self, paths: list[str], dataset: Optional[str]) -> list[str]:
         """The dataset's class and the variables it was assigned to (``train_set = ImageFolder(...)``):
@@ -221,7 +235,8 @@ class SourceLines:
                 match = pattern.search(text)
                 if match is None or text.lstrip().startswith(_NOT_CALLS) or "#" in text[: match.start()]:
                     continue
-                calls.append(_Call(path, index, match.group("name"), _arguments(lines, index, match.end() - 1)))
+                arguments = _arguments(lines, index, match.end() - 1)
+                calls.append(_Call(path, index, match.group("name"), arguments, text[: match.start()].endswith(".")))
         return calls
 
     def _lines(self, path: str) -> list[str]:
