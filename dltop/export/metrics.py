@@ -10,7 +10,7 @@ Prometheus's conventions: base units, ``_seconds``/``_bytes``, ``_total`` for co
 from __future__ import annotations
 
 import platform
-from typing import Iterator
+from typing import Iterator, get_args
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
@@ -18,7 +18,7 @@ from dltop import __version__
 from dltop.diagnose.stopped import run_ranks
 from dltop.export.labels import GPU, LOADER, PROCESS, RANK, TRAINER, gpu_values, text
 from dltop.export.state import ExporterState, JobView
-from dltop.model import PHASES, sampling_broken, still_for
+from dltop.model import PHASES, Activity, ThreadKind, sampling_broken, still_for
 from dltop.model.findings import is_hang
 
 # ProcessSample fields that can be unreadable -> the series that lacks them then
@@ -29,6 +29,9 @@ UNAVAILABLE_METRICS = {
     "read_bytes_per_s": "dltop_process_read_bytes_total",
 }
 COMMAND_CHARS = 200
+# what a pipeline's thread can be doing (WorkerThread.activity): every one a series, 0 included
+THREAD_ACTIVITIES: tuple[Activity, ...] = ("idle", "fetching", "sending", "stuck", "unknown")
+THREAD_KINDS: tuple[ThreadKind, ...] = get_args(ThreadKind)
 
 
 def _gauge(name: str, doc: str, labels: tuple) -> GaugeMetricFamily:
@@ -173,6 +176,11 @@ class NodeCollector:
         deaths = _counter(
             "dltop_loader_worker_deaths", "Workers that died (a signal or non-zero exit) while the trainer ran", LOADER
         )
+        threads = _gauge(
+            "dltop_loader_threads",
+            "The threads a pipeline beyond DataLoader runs on now, by kind (worker, feeder) and activity",
+            (*LOADER, "kind", "activity"),
+        )
         for job in jobs:
             for loader, values in job.roster.loaders:
                 info.add_metric(
@@ -184,12 +192,18 @@ class NodeCollector:
                         "pin_memory": _flag(loader.pin_memory),
                         "dataset_kind": text(loader.dataset_kind),
                         "parts": text(loader.parts),
+                        "pipeline": text(loader.pipeline),
                     },
                 )
                 alive.add_metric(values, len(loader.worker_pids))
                 respawns.add_metric(values, job.respawns.get(values, 0))
                 deaths.add_metric(values, job.deaths.get(values, 0))
-        yield from (info, alive, respawns, deaths)
+                if loader.pipeline not in (None, "dataloader"):
+                    for kind in THREAD_KINDS:
+                        mine = [t.activity for t in loader.worker_threads if t.kind == kind]
+                        for activity in THREAD_ACTIVITIES:
+                            threads.add_metric([*values, kind, activity], mine.count(activity))
+        yield from (info, alive, respawns, deaths, threads)
 
     def _processes(self, jobs: list) -> Iterator[Metric]:
         info = InfoMetricFamily("dltop_process", "A trainer or worker process now (its pid)", labels=list(PROCESS))

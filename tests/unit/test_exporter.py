@@ -4,6 +4,7 @@ Kubernetes placement, bad input and import hygiene."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import socket
 import subprocess
@@ -21,7 +22,7 @@ from dltop.export.server import registry_for
 from dltop.export.state import ExporterState
 from dltop.live import node
 from dltop.live.node import NodeTick
-from dltop.model import ExitedWorker, Finding, GpuProcess, Placement
+from dltop.model import ExitedWorker, Finding, GpuProcess, Placement, snapshot_from_dict
 from tests.prometheus import series
 from tests.support import ROOT, assert_one_line_error, run_dltop
 from tests.windows import bound_window
@@ -145,6 +146,21 @@ def test_findings_are_0_1_series_of_their_trainer_and_deaths_count_once():
         "worker-hung": 0, "input-bound": 0, "shm-low": 0,
     }  # fmt: skip
     assert series(families, "dltop_trainer_hung_workers")[0].value == 0
+
+
+def test_a_thread_pipelines_loader_says_its_pipeline_and_counts_its_threads_by_kind_and_activity():
+    snap = snapshot_from_dict(json.loads((ROOT / "tests/fixtures/snapshots/spdl-threads.json").read_text()))
+    families = scrape(fed(NodeTick(snapshots=[snap])))
+    (info,) = series(families, "dltop_loader_info")
+    assert (info.labels["pipeline"], info.labels["start_method"], info.labels["num_workers"]) == ("spdl", "thread", "4")
+    counts = {(s.labels["kind"], s.labels["activity"]): s.value for s in series(families, "dltop_loader_threads")}
+    assert len(counts) == 10 and sum(counts.values()) == 6  # every kind and activity, 0 included
+    assert counts["worker", "fetching"] == 2 and counts["worker", "idle"] == 2 and counts["feeder", "idle"] == 2
+    assert counts["worker", "stuck"] == 0
+    assert not [s for f in families.values() for s in f.samples if "tid" in s.labels or s.labels.get("pid") == "19279"]
+    families = scrape(fed(NodeTick(snapshots=[job_snapshot()])))  # a DataLoader read before its pipeline was named
+    assert series(families, "dltop_loader_info")[0].labels["pipeline"] == ""
+    assert not families["dltop_loader_threads"].samples
 
 
 def test_no_job_is_zero_jobs_and_an_exited_job_vanishes():
