@@ -61,6 +61,17 @@ class Settings:
     max_wait_share: float = 0.99
     io_bound_cpu_share: float = 0.5
     workers_memory_share: float = 0.5
+    # gil-bound: a thread pipeline's threads and the trainer's main thread together use at least
+    # this many cores (Python runs one thread of a process at a time: a core, less the GIL's hand-offs
+    # and the sampling noise of /proc's tick-counted times) and at most the ceiling (beyond it their
+    # work runs outside the GIL, in parallel), while the trainer waits for data and the threads are
+    # busy at least this share of their samples
+    gil_cores: float = 0.85
+    gil_cores_max: float = 1.25
+    gil_busy_percent: float = 50.0
+    # worker-died for a pipeline thread: gone at least this long, the trainer waiting for data, and no
+    # thread of its kind in its place (an epoch's reset replaces them within a tick or two)
+    thread_gone_s: float = 5.0
     # cpu-oversubscribed: CPU wanted (used + runnable waiting for a CPU) over the CPUs the job may use
     oversubscribed_ratio: float = 1.25
     # workers restarting every epoch explain cpu-oversubscribed when start-up takes this share of the

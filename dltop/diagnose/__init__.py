@@ -1,7 +1,8 @@
 """Findings from a window of Snapshots (docs/how-it-works.md#shape-of-the-code, docs/findings.md): pure rules, no I/O.
 
 Each rule is one small function ``rule(window, settings) -> [Finding]`` registered in
-``RULES``, one subject a module (faults, ranks, advice, iterable, cpu, disk, memory, shm, fds, gpu); ``diagnose``
+``RULES``, one subject a module (faults, thread_faults, ranks, advice, gil, iterable, cpu, disk, memory,
+shm, fds, gpu); ``diagnose``
 builds one ``Window`` over the ticks (oldest first, newest last) and runs them all over it. Rules
 never call each other: which finding explains which is ``relations``' to say.
 """
@@ -16,6 +17,7 @@ from dltop.diagnose.cpu import cpu_oversubscribed
 from dltop.diagnose.disk import disk_saturated
 from dltop.diagnose.faults import ranks_restarted, stacks_unavailable, trainer_stalled, worker_died, worker_hung
 from dltop.diagnose.fds import fd_near_limit
+from dltop.diagnose.gil import gil_bound
 from dltop.diagnose.gpu import gpu_underutilized
 from dltop.diagnose.iterable import worker_starving
 from dltop.diagnose.memory import worker_memory_growth
@@ -24,6 +26,7 @@ from dltop.diagnose.ranks import rank_straggler
 from dltop.diagnose.relations import relate
 from dltop.diagnose.shm import shm_low
 from dltop.diagnose.stopped import run_stopped
+from dltop.diagnose.thread_faults import thread_died, thread_hung
 from dltop.diagnose.window import MemoryReadings, ShownAdvice, Window
 from dltop.model import Finding, Snapshot
 from dltop.settings import DEFAULTS, Settings
@@ -33,12 +36,15 @@ Rule = Callable[[Window, Settings], list[Finding]]
 RULES: tuple[Rule, ...] = (
     stacks_unavailable,
     worker_hung,
+    thread_hung,
     worker_died,
+    thread_died,
     ranks_restarted,
     trainer_stalled,
     run_stopped,
     rank_straggler,
     input_bound,
+    gil_bound,
     too_many_workers,
     workers_respawning,
     worker_starving,

@@ -1,4 +1,5 @@
-"""Advice: DataLoader settings that waste time or resources, each with the change to paste.
+"""Advice: input pipeline settings that waste time or resources, each with the change to paste
+in the pipeline's own words (``knobs``): DataLoader's settings are advised on DataLoaders alone.
 
 Pure rules over a window of Snapshots (newest last); thresholds in ``Settings``; the worker
 counts all come from one model (``capacity.py``), so input-bound, too-many-workers and
@@ -14,10 +15,19 @@ from typing import Optional
 
 from dltop.diagnose.capacity import Capacity, capacities
 from dltop.diagnose.figures import bench_args, input_bound_wait, loader_change, wait_error
+from dltop.diagnose.knobs import is_dataloader, on_threads, thread_unit
+from dltop.diagnose.threads import hot_thread_frame
 from dltop.diagnose.window import Window
 from dltop.frames import costly_frame
 from dltop.model import Finding, LoaderSample, Severity, Snapshot, gpus_read
-from dltop.model.findings import DISK_SATURATED, INPUT_BOUND, PIN_MEMORY, TOO_MANY_WORKERS, WORKERS_RESPAWNING
+from dltop.model.findings import (
+    DISK_SATURATED,
+    GIL_BOUND,
+    INPUT_BOUND,
+    PIN_MEMORY,
+    TOO_MANY_WORKERS,
+    WORKERS_RESPAWNING,
+)
 from dltop.settings import Settings
 from dltop.units import human_bytes
 
@@ -27,7 +37,7 @@ def workers_respawning(window: Window, settings: Settings) -> list[Finding]:
     findings = []
     for loader in latest.loaders:
         workers = loader.num_workers  # the most seen alive at once until a worker's settings are read
-        if not workers or loader.persistent_workers is not False:
+        if not workers or loader.persistent_workers is not False or not is_dataloader(loader):
             continue
         if loader.worker_respawns < workers * settings.respawn_epochs:
             continue
@@ -69,7 +79,7 @@ def pin_memory(window: Window, settings: Settings) -> list[Finding]:
     latest = window.latest
     on_gpu = {p.pid for gpu in latest.gpus for p in gpu.processes}
     findings = []
-    for loader in latest.loaders:
+    for loader in filter(is_dataloader, latest.loaders):
         uses_gpu = loader.trainer_pid in on_gpu
         if uses_gpu and loader.pin_memory is False:
             findings.append(
@@ -121,9 +131,10 @@ def input_bound(window: Window, settings: Settings) -> list[Finding]:
 
 def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: Settings) -> Finding:
     loader, workers = cap.loader, cap.workers
-    hot = _costly_frame(window, set(loader.worker_pids) or {loader.trainer_pid})
-    suggested, binding, threads = cap.suggested, cap.binding, cap.trainer_threads()
-    detail, suggestion, change, replay = _input_bound_advice(cap, wait, hot, suggested, binding, threads)
+    pids = set(loader.worker_pids) or {loader.trainer_pid}
+    hot = hot_thread_frame(window, loader) if on_threads(loader) else _costly_frame(window, pids)
+    suggested, binding = cap.suggested, cap.binding
+    detail, suggestion, change, replay = _input_bound_advice(cap, wait, hot, suggested, binding, cap.trainer_threads())
     return Finding(
         id=INPUT_BOUND,
         severity="warning" if wait * 100 >= settings.input_bound_warning_percent else "info",
@@ -134,6 +145,7 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
         evidence={
             "trainer_pid": loader.trainer_pid,
             "dataset": loader.dataset,
+            "pipeline": loader.pipeline,
             "data_wait_percent": round(wait * 100, 1),
             "data_wait_error_percent": round((wait_error(loader) or 0.0) * 100, 1),
             "samples": loader.trainer_time.samples if loader.trainer_time else None,
@@ -173,9 +185,9 @@ def _input_bound_advice(
     threads: Optional[int],
 ) -> tuple[str, str, Optional[dict[str, int]], Optional[list[str]]]:
     """(detail, suggestion, change, bench args): one story, its sentences agreeing with its figures."""
-    loader, workers = cap.loader, cap.workers
+    loader, workers, unit = cap.loader, cap.workers, thread_unit(cap.loader)
     if workers:
-        now = f"{workers} worker(s), each busy {cap.figures.busy * 100:.0f}% of the time"
+        now = f"{workers} {unit}, each busy {cap.figures.busy * 100:.0f}% of the time"
     else:
         now = f"num_workers=0: the trainer fetches every batch itself, {wait * 100:.0f}% of its time"
     if cap.missing is not None:
@@ -186,15 +198,19 @@ def _input_bound_advice(
     if binding == "disk":
         return (f"{reach}, but the disk it reads is saturated.",
                 f"More workers will not help: the disk is saturated (see {DISK_SATURATED}).", None, None)  # fmt: skip
+    if binding == "gil":
+        return (f"{reach}, but its threads' Python work fills the one core their GIL allows.",
+                f"More threads will not help: they share one GIL (see {GIL_BOUND}).", None, None)  # fmt: skip
     more = suggested if suggested is not None and suggested > workers else None  # the workers to ask for
     reshard = _reshard(cap) if binding == "parts" else None
     parts, change = _changes(cap, more, threads, reshard)
     if more is not None:
         detail = f"{reach}: {_more_workers_story(cap, wait, more, binding)}"
-        replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more)
+        replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more) if is_dataloader(
+            loader) else None  # the bench's twin is a DataLoader  # fmt: skip
     else:
         what = f"{binding} limit" if binding else "no more are needed at this pace"
-        detail = f"{reach}; {cap.needed} worker(s) would do, so more will not help ({what})."
+        detail = f"{reach}; {cap.needed} {unit} would do, so more will not help ({what})."
         replay = None
     if more is None and reshard is None:
         parts.append(
@@ -228,14 +244,16 @@ def _changes(
 def _more_workers_story(cap: Capacity, wait: float, more: int, binding: Optional[str]) -> str:
     """Why ``more`` workers: how busy each would be, the range that fits the wait's noise, whether
     they wait on I/O (so more of them than CPUs fit), the parts they need, and what it said before."""
-    workers, speedup = cap.workers, cap.speedup or 1.0
-    who = "Its workers" if workers else "The fetch"
-    io = f" {who} mostly wait (storage, network) rather than compute, so more workers than CPUs fit." if (
+    workers, speedup, unit = cap.workers, cap.speedup or 1.0, thread_unit(cap.loader)
+    who = f"Its {unit.removesuffix('(s)')}s" if workers else "The fetch"
+    io = f" {who} mostly wait (storage, network) rather than compute, so more of them than CPUs fit." if (
         cap.io_bound_workers and more > (cap.cpus_per_rank or more)) else ""  # fmt: skip
     capped = f" (capped by {binding})" if binding else ""
     each = min(1.0, (workers * cap.figures.busy if workers else wait) * speedup / more)
-    return (f"that takes about {more} worker(s){capped}{_within(cap)}, each busy about"
-            f" {each * 100:.0f}%.{io}{_parts_needed(cap, more)}{_since(cap)}")  # fmt: skip
+    shared = (" Threads share one GIL: this holds while their Python work stays under a core."
+              if on_threads(cap.loader) else "")  # fmt: skip
+    return (f"that takes about {more} {unit}{capped}{_within(cap)}, each busy about"
+            f" {each * 100:.0f}%.{io}{shared}{_parts_needed(cap, more)}{_since(cap)}")  # fmt: skip
 
 
 def _across_ranks(cap: Capacity, per_rank: int) -> str:
@@ -330,7 +348,8 @@ def too_many_workers(window: Window, settings: Settings) -> list[Finding]:
     findings = []
     for cap in capacities(window, settings):
         loader, workers, figures, wait = cap.loader, cap.loader.num_workers, cap.figures, cap.wait
-        if wait is None or wait * 100 >= settings.too_many_wait_percent or workers < 2:
+        # idle threads hold little (the trainer's memory is theirs): fewer of them frees nothing worth advice
+        if wait is None or wait * 100 >= settings.too_many_wait_percent or workers < 2 or on_threads(loader):
             continue
         # Workers that did nothing at all belong to a loader not being iterated now (a validation
         # loader between passes): nothing to judge.
@@ -361,7 +380,9 @@ def too_many_workers(window: Window, settings: Settings) -> list[Finding]:
                     "change": {"num_workers": suggested},
                 },
                 suggestion=loader_change(loader, num_workers=suggested),
-                bench_args=bench_args(loader, figures, wait, cap.trainer_cpu, num_workers=suggested),
+                bench_args=bench_args(loader, figures, wait, cap.trainer_cpu, num_workers=suggested)
+                if is_dataloader(loader)
+                else None,
                 impact=0.01,
             )
         )

@@ -11,6 +11,10 @@ speed-up is the smaller of the two; the workers for it, N * busy * speed-up (wit
 busy being the share of time a worker works. With num_workers=0 the trainer fetches itself: the
 fetch, a share W of its time, moves to the workers, and its CPU is already in T.
 
+A thread pipeline's workers are threads of the trainer: their figures are the threads' own, their
+CPU is in T already, and they share one GIL, which caps them where their Python work fills a core
+(``gil.py``).
+
 When the CPUs bind and the trainer runs intra-op threads beside its main thread (torch's
 default: one per core), those threads take CPUs the workers need: fewer trainer threads is the
 change that helps, not fewer workers.
@@ -33,6 +37,9 @@ from dltop.diagnose.figures import (
     wait_error,
     worker_figures,
 )
+from dltop.diagnose.gil import gil_load
+from dltop.diagnose.knobs import on_threads
+from dltop.diagnose.threads import doers, pipeline_cores, thread_figures
 from dltop.diagnose.window import ShownAdvice, Window
 from dltop.model import ENDED, LoaderSample
 from dltop.settings import DEFAULTS, Settings
@@ -58,7 +65,7 @@ class Capacity:
     speedup_pace: Optional[float]  # 1 / (1 - W)
     speedup_cpus: Optional[float]  # A / job_cpu
     needed: Optional[int]  # workers to keep up at the reachable speed-up, before the caps
-    caps: dict[str, int]  # memory | disk -> workers at most
+    caps: dict[str, int]  # memory | disk | parts | gil -> workers at most
     missing: Optional[str]  # what the model lacks to give a number, in words
     # ``needed`` at the data wait minus and plus its spread of standard errors: every count in it fits
     needed_range: Optional[tuple[int, int]] = None
@@ -115,7 +122,7 @@ class Capacity:
 
     @property
     def binding(self) -> Optional[str]:
-        """What stops more workers from helping: cpus | memory | disk | parts | None (the model's own count)."""
+        """What stops more workers from helping: cpus | memory | disk | parts | gil | None (the model's own count)."""
         if self.needed is None:
             return None
         tightest = min(self.caps, key=self.caps.__getitem__) if self.caps else None
@@ -153,7 +160,9 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     """One loader's capacity: its figures over the window, the workers it needs, and what caps them."""
     latest = window.latest
     wait = trusted_wait(loader, settings.min_stack_samples)
-    workers = max(loader.num_workers, len(set(loader.worker_pids)))
+    threads = on_threads(loader)
+    seen = len(doers(loader.worker_threads)) if threads else len(set(loader.worker_pids))
+    workers = max(loader.num_workers, seen)
     figures = _worker_figures(window, loader, workers, wait, settings)
     system = latest.system
     allowed = system.cpus_allowed if system is not None else None
@@ -161,10 +170,11 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     # rates need a tick before them
     job_cores, trainer_cpu, main_cpu = column_means(window.per_tick(cpu_figures, loader.trainer_pid)[1:], width=3)
     trainer_cpu = trainer_cpu or 0.0
-    threads_cpu = max(0.0, trainer_cpu - main_cpu) if main_cpu is not None else 0.0
+    pipeline_cpu = (pipeline_cores(window, loader) or 0.0) if threads else 0.0  # not intra-op work
+    threads_cpu = max(0.0, trainer_cpu - main_cpu - pipeline_cpu) if main_cpu is not None else 0.0
     pace = _pace(wait) if wait is not None else None
     by_cpus = allowed / job_cores if allowed and job_cores else None
-    missing = _missing(wait, workers, figures, allowed, job_cores)
+    missing = _missing(wait, workers, figures, allowed, job_cores, threads)
     needed, needed_range = None, None
     if missing is None and wait is not None:  # nothing missing: the wait is known
         needed, needed_range = _needed(loader, wait, workers, figures, by_cpus, settings)
@@ -182,7 +192,7 @@ def _worker_figures(
     yet and the trainer waits: short-lived workers exit before their first dump, and workers that
     cannot keep up work all the time, whatever their CPU says (they may wait on I/O); an idle one
     would have a batch ready and the trainer would not wait (prefetch_factor)."""
-    figures = worker_figures(window, set(loader.worker_pids))
+    figures = thread_figures(window, loader) if on_threads(loader) else worker_figures(window, set(loader.worker_pids))
     if workers and not figures.sampled and wait is not None and wait * 100 >= settings.input_bound_percent:
         return dataclasses.replace(figures, busy=1.0)
     return figures
@@ -221,6 +231,8 @@ def _caps(
     parts, parts_source = source_parts(window, loader, settings)
     if parts is not None:  # an iterable source: a worker beyond its parts gets nothing
         caps["parts"] = max(1, parts)
+    if gil_load(window, loader, settings) is not None:  # threads whose Python work fills the one core
+        caps["gil"] = workers
     return caps, parts_source
 
 
@@ -245,7 +257,12 @@ def _workers_needed(wait: float, workers: int, busy: float, by_cpus: Optional[fl
 
 
 def _missing(
-    wait: Optional[float], workers: int, figures: WorkerFigures, allowed: Optional[float], job_cpu: Optional[float]
+    wait: Optional[float],
+    workers: int,
+    figures: WorkerFigures,
+    allowed: Optional[float],
+    job_cpu: Optional[float],
+    threads: bool,
 ) -> Optional[str]:
     if wait is None:
         return "the trainer's data-wait share (py-spy stacks of the trainer)"
@@ -253,6 +270,8 @@ def _missing(
         return "the CPUs the job may use (its affinity and cgroup quota could not be read)"
     if job_cpu is None:
         return "the CPU time of the job's processes (two ticks of /proc readings)"
+    if threads and not workers:
+        return "its pipeline's threads (their stacks)"
     if workers and not (figures.busy or figures.cpu):
         return "how busy the workers are (their stacks or CPU time)"
     return None

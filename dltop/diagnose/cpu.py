@@ -9,6 +9,7 @@ from typing import Optional
 
 from dltop.diagnose.capacity import Capacity, capacities
 from dltop.diagnose.figures import column_means, job_load, loader_change, surely_above, wait_error
+from dltop.diagnose.knobs import on_threads
 from dltop.diagnose.window import Window
 from dltop.model import Finding
 from dltop.model.findings import CPU_OVERSUBSCRIBED
@@ -105,7 +106,7 @@ def _fewer_workers(caps: list[Capacity], per_rank: float, ranks: int) -> list[st
     """For each loader with more workers than its rank's CPUs fit beside its trainer, the count that
     fits (a trainer that never waits for data has workers to spare)."""
     changes = []
-    for cap in caps:
+    for cap in (c for c in caps if not on_threads(c.loader)):  # threads of one process: their GIL, not the CPUs
         wants = min(1.0, cap.figures.cpu + cap.figures.cpu_wait) or 1.0
         trainer_share = min(cap.trainer_cpu, per_rank - 1)
         fit = max(1, math.floor(max(per_rank - trainer_share, 1) / wants))

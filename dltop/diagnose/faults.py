@@ -7,13 +7,15 @@ workers, epoch boundaries (workers exit 0 together) and a job killed as a whole 
 from __future__ import annotations
 
 import signal
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Optional
+from typing import Any, Optional
 
 from dltop.diagnose.window import Window
 from dltop.frames import is_dataloader_machinery, user_frame, waits_on_lock
 from dltop.model import ENDED, ExitedWorker, Finding, Frame, ProcessSample, Snapshot, is_stuck, sampling_broken
 from dltop.model.findings import RANKS_RESTARTED, STACKS_UNAVAILABLE, TRAINER_STALLED, WORKER_DIED, WORKER_HUNG
+from dltop.pipelines import input_call
 from dltop.settings import Settings
 from dltop.units import signal_name
 
@@ -25,6 +27,10 @@ DEADLOCK_FIX = (
 BLOCKED_FIX = (
     "Find why this call blocks (a network or storage read without a timeout, a sleep, a queue); give it a "
     "timeout, and set DataLoader(..., timeout=120) so a stuck worker raises instead of stalling forever."
+)
+FORK_DEADLOCK = (
+    "Under fork a worker inherits every lock the trainer's other threads held at that moment, with no thread left "
+    "to release it."
 )
 SIGNAL_HINTS: dict[int, str] = {
     signal.SIGKILL: "SIGKILL usually means the kernel's OOM killer (see `dmesg`) or a container memory limit: "
@@ -68,22 +74,41 @@ def worker_hung(window: Window, settings: Settings) -> list[Finding]:
         if worker.role != "worker" or not worker.stack or not is_stuck(worker, settings.hang_after_s):
             continue
         trainer = by_pid.get(worker.trainer_pid) if worker.trainer_pid is not None else None
-        if trainer is None or not _waits_for_data(trainer, waits.get(trainer.pid), settings):
+        if trainer is None or not waits_for_data(trainer, waits.get(trainer.pid), settings):
             continue
-        findings.append(_hung_finding(worker, worker.stack, trainer))
+        hung = Hung(f"Worker {worker.pid}", "Its main thread", worker.stuck_s or 0.0, worker.stack, [worker.pid],
+                    {"pid": worker.pid, "state": worker.state})  # fmt: skip
+        findings.append(hung_finding(hung, trainer, FORK_DEADLOCK, (DEADLOCK_FIX, BLOCKED_FIX)))
     return findings
 
 
-def _waits_for_data(trainer: ProcessSample, wait_percent: Optional[float], settings: Settings) -> bool:
+def waits_for_data(
+    trainer: ProcessSample, wait_percent: Optional[float], settings: Settings, starting: bool = True
+) -> bool:
+    """The trainer waits for a batch (or, with ``starting``, for an epoch's first batches)."""
     if trainer.state in ENDED:
         return False
-    if trainer.activity != "unknown":  # waiting for a batch, or for an epoch's first batches
-        return trainer.activity in ("waiting-for-data", "starting-workers")
+    if trainer.activity != "unknown":
+        return trainer.activity == "waiting-for-data" or (starting and trainer.activity == "starting-workers")
     return wait_percent is not None and wait_percent >= settings.trainer_waiting_percent
 
 
-def _hung_finding(worker: ProcessSample, stack: list[Frame], trainer: ProcessSample) -> Finding:
-    stuck_s = worker.stuck_s or 0.0  # is_stuck: set
+@dataclass(frozen=True)
+class Hung:
+    """What is stuck (a worker process, a pipeline's thread), in the words and figures its finding takes."""
+
+    who: str  # "Worker 12", "Worker thread ThreadPoolExecutor-0_1 (tid 4242)"
+    whose: str  # the thread whose stack stands still, as the detail names it
+    stuck_s: float
+    stack: list[Frame]
+    pids: list[int]
+    evidence: dict[str, Any]
+
+
+def hung_finding(hung: Hung, trainer: ProcessSample, deadlock_why: str, fixes: tuple[str, str]) -> Finding:
+    """worker-hung for what ``hung`` names: its leaf, the user's frame, whether it waits on a lock
+    (``deadlock_why`` says how that comes about, ``fixes``: for a deadlock, for a blocked call)."""
+    stack, stuck_s = hung.stack, hung.stuck_s
     leaf = stack[-1]
     mine = user_frame(stack) or leaf
     deadlock = waits_on_lock(stack, leaf.code)
@@ -92,27 +117,21 @@ def _hung_finding(worker: ProcessSample, stack: list[Frame], trainer: ProcessSam
     return Finding(
         id=WORKER_HUNG,
         severity="error",
-        title=f"Worker {worker.pid} {kind} for {stuck_s:.0f}s in {mine.function}",
-        detail=f"Its main thread has kept the same stack without using CPU for {stuck_s:.0f}s, stuck at "
+        title=f"{hung.who} {kind} for {stuck_s:.0f}s in {mine.function}",
+        detail=f"{hung.whose} has kept the same stack without using CPU for {stuck_s:.0f}s, stuck at "
         f"{leaf.where()}{code}, while trainer {trainer.pid} waits for data."
-        + (
-            " The leaf waits on a lock or condition: a deadlock. Under fork a worker inherits every lock the "
-            "trainer's other threads held at that moment, with no thread left to release it."
-            if deadlock
-            else ""
-        ),
-        pids=[worker.pid],
+        + (f" The leaf waits on a lock or condition: a deadlock. {deadlock_why}" if deadlock else ""),
+        pids=hung.pids,
         evidence={
-            "pid": worker.pid,
+            **hung.evidence,
             "trainer_pid": trainer.pid,
             "stuck_s": round(stuck_s, 1),
             "stuck_frame": leaf.where(),
             "user_frame": mine.where(),
             "code": leaf.code,
             "deadlock": deadlock,
-            "state": worker.state,
         },
-        suggestion=DEADLOCK_FIX if deadlock else BLOCKED_FIX,
+        suggestion=fixes[0] if deadlock else fixes[1],
         impact=1.0,  # its trainer waits for the batch it holds, for ever
     )
 
@@ -138,7 +157,7 @@ def _killed_with_trainer(gone: ExitedWorker, exits: list[ExitedWorker], latest: 
     the trainer's log was not that."""
     if gone.in_trainer_log:
         return False
-    around = [e for e in exits if abs(_seconds_between(e.gone_at, gone.gone_at)) <= settings.same_event_s]
+    around = [e for e in exits if abs(seconds_between(e.gone_at, gone.gone_at)) <= settings.same_event_s]
     if not all(e.exit_code in (gone.exit_code, None) for e in around):
         return False
     with_job = latest.job.state == "exited" and latest.job.exit_code in (gone.exit_code, None)
@@ -267,10 +286,11 @@ def trainer_stalled(window: Window, settings: Settings) -> list[Finding]:
             continue
         if not is_stuck(trainer, settings.hang_after_s):
             continue
-        if is_dataloader_machinery(trainer.stack):
-            continue  # waiting in the DataLoader: a worker's problem, reported by worker-hung
+        if is_dataloader_machinery(trainer.stack) or input_call(trainer.stack) is not None:
+            continue  # waiting in its input pipeline: a worker's problem, reported by worker-hung
         mine = [w for w in workers if w.trainer_pid == trainer.pid]
-        if any(w.activity not in ("idle", "unknown") for w in mine):
+        threads = [t for ld in latest.loaders if ld.trainer_pid == trainer.pid for t in ld.worker_threads]
+        if any(a not in ("idle", "unknown") for a in [w.activity for w in mine] + [t.activity for t in threads]):
             continue
         leaf = trainer.stack[-1]
         where = user_frame(trainer.stack) or leaf
@@ -301,7 +321,7 @@ def trainer_stalled(window: Window, settings: Settings) -> list[Finding]:
     return findings
 
 
-def _seconds_between(a: str, b: str) -> float:
+def seconds_between(a: str, b: str) -> float:
     try:
         return (datetime.fromisoformat(a) - datetime.fromisoformat(b)).total_seconds()
     except ValueError:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
+from dltop.diagnose.knobs import command_line_change, found_site, pipeline_change
 from dltop.diagnose.window import Window, of_tick
 from dltop.model import JOB_ROLES, LoaderSample, ProcessSample, Snapshot
 from dltop.settings import Settings
@@ -192,20 +193,23 @@ def loader_change(loader: LoaderSample, **changes: object) -> str:
     DataLoader (its dataset's class as the job's code spells it and the line that builds it), or of
     the library call that builds it (timm's create_loader, transformers' TrainingArguments and its
     dataloader_num_workers), or the command-line flag the script reads the count from; and the
-    values they replace, where known."""
+    values they replace, where known. Another pipeline's worker count is spelt as its own call
+    spells it (``knobs``)."""
+    workers = changes.get("num_workers")
+    if isinstance(workers, int) and set(changes) == {"num_workers"}:
+        other = pipeline_change(loader, workers)
+        if other is not None:
+            return other
     current = {"num_workers": loader.num_workers, "persistent_workers": loader.persistent_workers,
                "pin_memory": loader.pin_memory}  # fmt: skip
     was = ", ".join(f"{k}={current[k]!r}" for k in changes if current.get(k) is not None)
     now = f"; now {was}" if was else ""
     over = f" over {loader.dataset}" if loader.dataset else ""
-    where = f" ({loader.built_at})" if loader.built_at else ""
-    builder = loader.built_by if loader.built_by and loader.built_by != "DataLoader" else None
-    workers = changes.get("num_workers")
-    if workers is not None and set(changes) == {"num_workers"} and loader.workers_flag:
-        # the script reads the count from its command line: that is what the user edits
-        passes = f"{loader.built_at} passes it to {loader.built_by} as {loader.workers_keyword}" if (
-            loader.built_at) else f"the script passes it to {loader.built_by} as {loader.workers_keyword}"  # fmt: skip
-        return f"{loader.workers_flag} {workers} on the command line  # {passes}{now}"
+    site = found_site(loader, None)  # a DataLoader's, not another pipeline's call
+    where = f" ({loader.built_at})" if site and loader.built_at else ""
+    builder = loader.built_by if site and loader.built_by != "DataLoader" else None
+    if workers is not None and set(changes) == {"num_workers"} and site and loader.workers_flag:
+        return command_line_change(loader, workers, now)  # the script reads the count from its command line
     if builder is not None:
         # a library builds the DataLoader: the change goes in the user's call to it, its keywords
         # spelt as that call spells num_workers (transformers: dataloader_num_workers, _pin_memory...)
@@ -265,9 +269,14 @@ def _worker_activities(snap: Snapshot, pids: frozenset[int]) -> dict[int, bool]:
     return {p.pid: p.activity in BUSY for p in snap.processes if p.pid in pids and p.stack and p.activity != "unknown"}
 
 
+def loader_at(snap: Snapshot, trainer_pid: int, dataset: Optional[str]) -> Optional[LoaderSample]:
+    """A loader (its trainer and Dataset) as this tick saw it."""
+    return next((x for x in snap.loaders if x.trainer_pid == trainer_pid and x.dataset == dataset), None)
+
+
 def _alive_workers(snap: Snapshot, trainer_pid: int, dataset: Optional[str]) -> Optional[int]:
     """How many workers this loader had alive at this tick (None where it had none: between epochs)."""
-    loader = next((x for x in snap.loaders if x.trainer_pid == trainer_pid and x.dataset == dataset), None)
+    loader = loader_at(snap, trainer_pid, dataset)
     return len(loader.worker_pids) or None if loader is not None else None
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from dltop.diagnose.figures import input_bound_wait, loader_change
+from dltop.diagnose.knobs import is_dataloader
 from dltop.diagnose.window import Window
 from dltop.model import Finding, Snapshot, gpus_read, sampling_works
 from dltop.model.findings import GPU_UNDERUTILIZED, INPUT_BOUND
@@ -62,7 +63,7 @@ def _cause(
     """(cause, suggestion) of an idle GPU, the likeliest first: a trainer on it starved by input,
     workers starting every epoch, else the training step; None while that cannot be told yet."""
     starting = [(ld, ld.trainer_time.starting_workers_percent) for ld in latest.loaders
-                if ld.trainer_pid in holders and ld.trainer_time
+                if ld.trainer_pid in holders and ld.trainer_time and is_dataloader(ld)
                 and ld.trainer_time.starting_workers_percent >= settings.input_bound_percent]  # fmt: skip
     if starving:
         trainer = starving[0]

@@ -8,12 +8,22 @@ longer to watch from the rate that evidence has been arriving at.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
+from typing import Optional, Union
 
 from dltop.diagnose.figures import wait_error
+from dltop.diagnose.knobs import is_dataloader
 from dltop.diagnose.memory import Points, memory_points
 from dltop.diagnose.window import MemoryReadings, Window
-from dltop.model import LoaderSample, Pending, Snapshot, gpus_read, sampling_works, still_for
+from dltop.model import (
+    LoaderSample,
+    Pending,
+    ProcessSample,
+    Snapshot,
+    WorkerThread,
+    gpus_read,
+    sampling_works,
+    still_for,
+)
 from dltop.model.findings import GPU_UNDERUTILIZED, INPUT_BOUND, WORKER_HUNG, WORKER_MEMORY_GROWTH, WORKERS_RESPAWNING
 from dltop.settings import Settings
 
@@ -79,15 +89,22 @@ def _uncertain_wait(loader: LoaderSample, settings: Settings) -> list[Pending]:
 
 
 def _hangs(latest: Snapshot, settings: Settings) -> list[Pending]:
+    """Workers (processes, or a pipeline's threads) that have kept one stack a while, not yet for
+    --hang-after."""
+    still: list[tuple[str, Union[ProcessSample, WorkerThread]]] = [
+        (f"worker {p.pid}", p) for p in latest.processes if p.role == "worker"
+    ]
+    still += [(f"{t.kind} thread {t.name or '?'} (tid {t.tid}) of trainer {ld.trainer_pid}", t)
+              for ld in latest.loaders for t in ld.worker_threads]  # fmt: skip
     found = []
-    for proc in latest.processes:
-        stuck = still_for(proc)
-        if proc.role != "worker" or stuck is None or not settings.still_notice_s <= stuck < settings.hang_after_s:
+    for who, row in still:
+        stuck = still_for(row)
+        if stuck is None or not settings.still_notice_s <= stuck < settings.hang_after_s:
             continue
         found.append(
             Pending(
                 WORKER_HUNG,
-                f"worker {proc.pid} has kept one stack without CPU for {stuck:.0f}s; a hang"
+                f"{who} has kept one stack without CPU for {stuck:.0f}s; a hang"
                 f" once it reaches {settings.hang_after_s:g}s",
                 round(settings.hang_after_s - stuck, 1),
             )  # fmt: skip
@@ -147,5 +164,5 @@ def _respawns(latest: Snapshot) -> list[Pending]:
     return [
         Pending(WORKERS_RESPAWNING, f"an epoch end of trainer {ld.trainer_pid} to tell whether its workers persist")
         for ld in latest.loaders
-        if ld.num_workers and ld.persistent_workers is None
+        if ld.num_workers and ld.persistent_workers is None and is_dataloader(ld)
     ]

@@ -1,9 +1,10 @@
 """Which finding explains which, decided once here for every view (TUI, text, JSON, exporter).
 
-A hung or dead worker, workers restarting each epoch, a stalled trainer, a saturated disk or CPUs
-that bind explain a trainer's wait and an idle GPU: a person needs the cause with its fix, and the
-symptom under it as its consequence — not two fixes that contradict each other. A consequence
-keeps its figures and names its cause in ``explained_by``; its own suggestion is dropped.
+A hung or dead worker (a process or a pipeline's thread), workers restarting each epoch, a stalled
+trainer, a saturated disk, CPUs or a GIL that bind explain a trainer's wait and an idle GPU: a
+person needs the cause with its fix, and the symptom under it as its consequence — not two fixes
+that contradict each other. A consequence keeps its figures and names its cause in
+``explained_by``; its own suggestion is dropped.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dltop.model import Finding, severity_rank
 from dltop.model.findings import (
     CPU_OVERSUBSCRIBED,
     DISK_SATURATED,
+    GIL_BOUND,
     GPU_UNDERUTILIZED,
     INPUT_BOUND,
     RANK_STRAGGLER,
@@ -103,6 +105,7 @@ EXPLAINS: dict[str, list[tuple[str, Explains]]] = {
         (WORKER_HUNG, _same_trainer),
         (WORKER_DIED, _same_trainer),
         (DISK_SATURATED, _binds("disk")),
+        (GIL_BOUND, _binds("gil")),
         (CPU_OVERSUBSCRIBED, _binds("cpus")),
         (WORKERS_RESPAWNING, _no_shortfall),
     ],
@@ -124,6 +127,7 @@ BECAUSE = {
     WORKER_HUNG: "the trainer waits for the batch the hung worker {pids} holds",
     WORKER_DIED: "worker {pids} died: its batches never come",
     DISK_SATURATED: "the disk it reads is saturated",
+    GIL_BOUND: "its pipeline's threads fill the one core their GIL allows",
     CPU_OVERSUBSCRIBED: "the CPUs the job may use are all busy",
     TRAINER_STALLED: "the trainer is stalled outside the DataLoader",
     INPUT_BOUND: "the trainer waits for data",
@@ -136,7 +140,7 @@ BECAUSE = {
 # worker, CPUs...): a cause of the same trainer, the likeliest first
 NAMES_CAUSE: dict[str, tuple[str, ...]] = {
     RANK_STRAGGLER: (WORKER_HUNG, WORKER_DIED, TRAINER_STALLED, DISK_SATURATED, CPU_OVERSUBSCRIBED,
-                     WORKER_STARVING, WORKERS_RESPAWNING, INPUT_BOUND),
+                     WORKER_STARVING, WORKERS_RESPAWNING, GIL_BOUND, INPUT_BOUND),
 }  # fmt: skip
 
 
@@ -150,7 +154,7 @@ def relate(findings: list[Finding]) -> list[Finding]:
             cause = _root(direct, findings)
             # what it does to this finding is its direct cause's doing: a rank waiting for the rank
             # whose worker hung waits in a collective, not for that worker's batch
-            because = BECAUSE[direct.id].format(pids=", ".join(map(str, direct.pids)))
+            because = BECAUSE[direct.id].format(pids=_named(direct))
             through = f" (through {direct.id})" if direct is not cause else ""
             detail = f"A consequence of {cause.id}{through}: {because}."
             finding = dataclasses.replace(finding, explained_by=cause.id, detail=detail, suggestion="", bench_args=None)
@@ -171,6 +175,14 @@ def _with_own_cause(finding: Finding, findings: list[Finding]) -> Finding:
             impact = max(finding.impact, cause.impact + 1e-6)
             return dataclasses.replace(finding, evidence=evidence, detail=detail, impact=impact)
     return finding
+
+
+def _named(cause: Finding) -> str:
+    """Who a cause is about: its processes, or the pipeline thread it names (of the trainer)."""
+    ev = cause.evidence
+    if ev.get("tid") is not None:
+        return f"thread {ev.get('thread') or '?'} (tid {ev['tid']}) of {ev.get('pid')}"
+    return ", ".join(map(str, cause.pids))
 
 
 def _direct_cause(symptom: Finding, findings: list[Finding]) -> Optional[Finding]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from dltop.diagnose.knobs import on_threads
 from dltop.diagnose.window import Window
 from dltop.model import Finding, Snapshot
 from dltop.model.findings import SHM_LOW
@@ -17,7 +18,7 @@ def shm_low(window: Window, settings: Settings) -> list[Finding]:
     """/dev/shm is nearly full at its peak: each batch a worker sends lives there until the trainer
     has used it, and the next one that does not fit kills the worker with SIGBUS."""
     latest = window.latest
-    workers = sum(ld.num_workers for ld in latest.loaders)
+    workers = sum(ld.num_workers for ld in latest.loaders if not on_threads(ld))  # threads hand batches over in memory
     rows = [row for row in map(_shm, window.ticks) if row is not None]
     if not rows or not workers:
         return []

@@ -34,6 +34,7 @@ RUN_STOPPED = "run-stopped"
 STACKS_UNAVAILABLE = "stacks-unavailable"
 RANK_STRAGGLER = "rank-straggler"
 INPUT_BOUND = "input-bound"
+GIL_BOUND = "gil-bound"
 WORKER_STARVING = "worker-starving"
 TOO_MANY_WORKERS = "too-many-workers"
 WORKERS_RESPAWNING = "workers-respawning"
@@ -55,6 +56,7 @@ REGISTRY: tuple[FindingType, ...] = (
     FindingType(STACKS_UNAVAILABLE, "info", "dltop cannot read stacks: py-spy is missing or may not attach"),
     FindingType(RANK_STRAGGLER, "performance", "one rank waits for data far more than the others, which wait for it"),
     FindingType(INPUT_BOUND, "performance", "the trainer waits for data a large share of its time"),
+    FindingType(GIL_BOUND, "performance", "a thread pipeline's Python work fills the one core its GIL allows"),
     FindingType(WORKER_STARVING, "performance", "workers of an iterable loader get no part of its source"),
     FindingType(TOO_MANY_WORKERS, "performance", "workers idle nearly all the time and the trainer never waits"),
     FindingType(WORKERS_RESPAWNING, "performance", "non-persistent workers are started again every epoch"),

@@ -140,6 +140,10 @@ FINDINGS_FIGURES = [
     ("mean busy share < {} over", f"{DEFAULTS.gpu_busy_percent:g}%"),
     ("over ≥ {} NVML readings", f"{DEFAULTS.gpu_min_readings}"),
     ("(start-up ≥ {} of the trainer's time)", f"{DEFAULTS.input_bound_percent:g}%"),
+    ("main thread together use ≥ {} cores", f"{DEFAULTS.gil_cores:g}"),
+    ("cores and ≤ {} cores (window means)", f"{DEFAULTS.gil_cores_max:g}"),
+    ("threads are busy ≥ {} of their samples", f"{DEFAULTS.gil_busy_percent:g}%"),
+    ("once it has been gone ≥ {} s", f"{DEFAULTS.thread_gone_s:g}"),
 ]
 README_FIGURES = [
     ("the trainer waits for data ≥ {} of its time", f"{DEFAULTS.input_bound_percent:g}%"),

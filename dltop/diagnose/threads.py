@@ -1,0 +1,77 @@
+"""A thread pipeline's threads over the window (torchdata.nodes' thread mappers, SPDL's executor, a
+pool of the user's): the figures the capacity model reads of worker processes, from the threads'
+own rows (``LoaderSample.worker_threads``), since they are no processes of their own."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import NamedTuple, Optional
+
+from dltop.diagnose.figures import BUSY, WorkerFigures, column_means, loader_at
+from dltop.diagnose.window import Window
+from dltop.frames import costly_frame
+from dltop.model import LoaderSample, Snapshot, WorkerThread
+
+
+def doers(threads: list[WorkerThread]) -> list[WorkerThread]:
+    """The threads that do a pipeline's work: its workers, else its feeders (threads of the user's
+    own that fill a queue)."""
+    workers = [t for t in threads if t.kind == "worker"]
+    return workers or [t for t in threads if t.kind == "feeder"]
+
+
+class _ThreadTick(NamedTuple):
+    """One tick's readings of a loader's threads, as sums the window adds up."""
+
+    stacked: int  # doers with a stack and a known activity
+    busy: int  # ... of them not idle
+    rated: int  # doers with a CPU share
+    cpu: float  # their CPU shares summed (0..1 each)
+    all_cpu: Optional[float]  # every thread of the pipeline (workers and feeders), in cores
+
+
+def _thread_tick(snap: Snapshot, trainer_pid: int, dataset: Optional[str]) -> _ThreadTick:
+    loader = loader_at(snap, trainer_pid, dataset)
+    threads = loader.worker_threads if loader is not None else []
+    mine = doers(threads)
+    activities = [t.activity for t in mine if t.stack and t.activity != "unknown"]
+    cpus = [t.cpu_percent / 100 for t in mine if t.cpu_percent is not None]
+    every = [t.cpu_percent / 100 for t in threads if t.cpu_percent is not None]
+    return _ThreadTick(len(activities), sum(a in BUSY for a in activities), len(cpus), sum(cpus),
+                       sum(every) if every else None)  # fmt: skip
+
+
+def thread_figures(window: Window, loader: LoaderSample) -> WorkerFigures:
+    """The pipeline's working threads as a loader's workers: busy share (the collector's share of
+    their samples not idle, else their stacks over the window, else their CPU), CPU share of a
+    core each; no memory of their own (threads share the trainer's)."""
+    stacked, busy, rated, cpu, _ = zip(*window.per_tick(_thread_tick, loader.trainer_pid, loader.dataset))
+    cpu_share = sum(cpu) / max(1, sum(rated))
+    shares = [t.busy_percent / 100 for t in doers(loader.worker_threads) if t.busy_percent is not None]
+    if shares:
+        return WorkerFigures(sum(shares) / len(shares), cpu_share, 0.0, 0.0)
+    stacked_total = sum(stacked)
+    return WorkerFigures(sum(busy) / stacked_total if stacked_total else min(1.0, cpu_share), cpu_share, 0.0, 0.0,
+                         bool(stacked_total))  # fmt: skip
+
+
+def pipeline_cores(window: Window, loader: LoaderSample) -> Optional[float]:
+    """Cores every thread of the pipeline used together, window mean (None where none was read)."""
+    rows = [(tick.all_cpu,) for tick in window.per_tick(_thread_tick, loader.trainer_pid, loader.dataset)]
+    return column_means(rows, width=1)[0]
+
+
+def hot_thread_frame(window: Window, loader: LoaderSample) -> Optional[str]:
+    """Where the pipeline's threads spend their work: the user's frame above their loop seen most
+    often over the window."""
+    counts: Counter[str] = Counter()
+    for frames in window.per_tick(_thread_frames, loader.trainer_pid, loader.dataset):
+        counts.update(frames)
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
+def _thread_frames(snap: Snapshot, trainer_pid: int, dataset: Optional[str]) -> Counter[str]:
+    loader = loader_at(snap, trainer_pid, dataset)
+    threads = doers(loader.worker_threads) if loader is not None else []
+    found = (costly_frame(t.stack) for t in threads if t.stack and t.activity in BUSY)
+    return Counter(frame.where() for frame in found if frame is not None)
