@@ -8,10 +8,8 @@ dropped from the page cache first (``posix_fadvise DONTNEED``) so the read reach
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -20,6 +18,7 @@ from typing import Optional
 import torch
 from torch.utils.data import Dataset, IterableDataset
 
+from dltop.bench.factory import call_factory, import_factory
 from dltop.errors import DltopError
 from dltop.uncached import read_uncached
 
@@ -118,27 +117,7 @@ def synthetic(spec: str) -> Workload:
 def user_factory(target: str) -> Workload:
     """``pkg.module:factory``: a callable returning a Dataset (map-style or iterable) or a dict of
     DataLoader keyword arguments with at least ``dataset``."""
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise DltopError(f"--dataset {target!r}: expected pkg.module:factory")
-    sys.path.insert(0, os.getcwd())
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except ImportError as err:
-        raise DltopError(f"--dataset {target}: cannot import {module_name}: {err}") from None
-    except AttributeError:
-        raise DltopError(f"--dataset {target}: {module_name} has no {attr}") from None
-    except Exception as err:  # the module itself raised while importing
-        raise DltopError(f"--dataset {target}: importing {module_name} failed: {type(err).__name__}: {err}") from None
-    if not callable(factory):
-        raise DltopError(
-            f"--dataset {target}: {module_name}.{attr} is a {type(factory).__name__}, not a function or class that"
-            " makes a Dataset"
-        )
-    try:
-        made = factory()
-    except Exception as err:
-        raise DltopError(f"--dataset {target}: the factory raised {type(err).__name__}: {err}") from None
+    made = call_factory("--dataset", target, import_factory("--dataset", target, "a Dataset"))
     if isinstance(made, (Dataset, IterableDataset)):
         base = {"dataset": made}
     elif isinstance(made, dict) and isinstance(made.get("dataset"), (Dataset, IterableDataset)):
