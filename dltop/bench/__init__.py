@@ -1,4 +1,5 @@
-"""``dltop bench``: measure DataLoader configurations on a workload, with a training-step stand-in
+"""``dltop bench``: measure DataLoader configurations on a workload, or the user's own pipeline
+(torchdata.nodes, SPDL, a prefetcher) at several worker counts, with a training-step stand-in
 running alongside, so results show how loading overlaps compute as in training.
 
 Only this package (and the demo job) imports torch; the monitor never does.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Optional
+from typing import ClassVar, Optional, Union
 
 from dltop.errors import DltopError
 
@@ -12,6 +12,9 @@ START_METHODS = ("fork", "spawn", "forkserver")
 
 @dataclass(frozen=True)
 class LoaderConfig:
+    knob: ClassVar[str] = "num_workers"  # what the worker count is called where the user sets it
+    unit: ClassVar[str] = "samples/s"  # what its trials' rate counts
+
     num_workers: int = 0
     prefetch_factor: Optional[int] = None  # None: torch's default (2 with workers)
     pin_memory: bool = False
@@ -45,6 +48,24 @@ class LoaderConfig:
         for key, value in self.loader_kwargs().items():
             args.append(f"{key}={value!r}")
         return f"DataLoader({', '.join(args)})"
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """A worker count of the user's own pipeline (its factory builds the rest), named as its library
+    names it: ParallelMapper's num_workers, SPDL's concurrency, or the factory's own parameter.
+    Counted in batches/s: a pipeline's batches need not say how many samples they hold."""
+
+    unit: ClassVar[str] = "batches/s"
+
+    num_workers: int = 1
+    knob: str = "workers"
+
+    def label(self) -> str:
+        return f"{self.knob}={self.num_workers}"
+
+
+Config = Union[LoaderConfig, PipelineConfig]
 
 
 def parse_config(text: str, base: LoaderConfig = LoaderConfig()) -> LoaderConfig:

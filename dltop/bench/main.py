@@ -6,17 +6,18 @@ import argparse
 import json
 import os
 import sys
-import time
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from dltop.bench import missing_torch
-from dltop.bench.config import LoaderConfig, parse_config
+from dltop.bench.config import Config, PipelineConfig, parse_config
 from dltop.bench.search import SearchResult
 from dltop.errors import DltopError
 
-CEILING_PROBE_S = 0.5
 EXIT_INTERRUPTED = 130
+DEFAULT_BASE = "persistent_workers=True"
+DEFAULT_BATCH_SIZE = 16
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "(e.g. twin:cpu_ms=12,read_kb=300,sample_kb=150); default synthetic-cpu")  # fmt: skip
     what.add_argument("--dataset", metavar="PKG.MODULE:FACTORY",
                       help="your data: a callable returning a Dataset or a dict of DataLoader arguments")  # fmt: skip
-    parser.add_argument("--batch-size", type=int, default=16)
+    what.add_argument("--pipeline", metavar="PKG.MODULE:FACTORY",
+                      help="your whole pipeline: FACTORY(workers: int) returns an iterable of batches (a"
+                      " torchdata Loader, an SPDL Pipeline, your own prefetcher); counts are tried, batches/s"
+                      " timed")  # fmt: skip
+    parser.add_argument("--batch-size", type=int,
+                        help="the DataLoader's batch size (default 16; a --pipeline makes its own)")  # fmt: skip
     parser.add_argument("--step-ms", type=float, default=20.0, help="training step stand-in per batch (default 20)")
     parser.add_argument("--step-kind", choices=["sleep", "cpu"], default="sleep",
                         help="without CUDA: sleep (a GPU computing) or compute on CPU (default sleep)")  # fmt: skip
@@ -34,10 +40,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --step-kind cpu: torch intra-op threads of the step (a trainer's own parallelism"
                         " competes with its workers for CPUs); default 1")  # fmt: skip
     parser.add_argument("--compare", nargs="+", metavar="CONFIG",
-                        help="run these side by side, e.g. num_workers=2 num_workers=6,prefetch_factor=4")  # fmt: skip
+                        help="run these side by side, e.g. num_workers=2 num_workers=6,prefetch_factor=4"
+                        " (with --pipeline: worker counts, e.g. 2 6)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of --compare (default 3)")
-    parser.add_argument("--base", default="persistent_workers=True", help="settings every swept config starts from")
-    parser.add_argument("--max-workers", type=int, help="largest num_workers to try (default 2 x CPUs allowed)")
+    parser.add_argument("--base", default=DEFAULT_BASE, help="settings every swept config starts from")
+    parser.add_argument("--workers", metavar="N,N,...",
+                        help="try these worker counts instead of searching, e.g. 2,4,8")  # fmt: skip
+    parser.add_argument("--max-workers", type=int,
+                        help="largest worker count to try (default 2 x CPUs allowed; with --pipeline at least"
+                        " 32)")  # fmt: skip
     parser.add_argument("--start-methods", default="", help="also try these at the best count, e.g. spawn,forkserver")
     parser.add_argument("--budget-s", type=float, default=120.0, help="time budget of the search (default 120)")
     parser.add_argument("--warmup-s", type=float, default=1.0)
@@ -47,29 +58,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    """Set up the workload, search (or compare), report; 130 when Ctrl-C cut the run short."""
-    compared, base, methods = _parse_arguments(args)  # before paying for torch's import
+    """Set up the workload (or the user's pipeline) and step, search (or compare), report; 130 when
+    Ctrl-C cut the run short."""
+    plan = _parse_arguments(args)  # before paying for torch's import
 
     # torch warns at import when numpy is missing; the bench does not use numpy
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     from dltop.bench.search import compare
     from dltop.bench.step import Step
-    from dltop.bench.workloads import synthetic, user_factory
 
     cpus = len(os.sched_getaffinity(0))
     # torch warns when num_workers exceeds its CPU estimate: sweeping past it is the point here
     warnings.filterwarnings("ignore", message="This DataLoader will create")
-    with user_factory(args.dataset) if args.dataset else synthetic(args.workload) as workload:
+    with _subject(args) as subject:
         step = Step(args.step_ms, args.step_kind, args.step_threads)
-        setup = _setup(args, workload, step, cpus)
-        ceiling = _ceiling(workload, args.batch_size, step, cpus)
-        _say(f"dltop bench: {setup['workload']['name']} on {setup['device']['name']}, batch {args.batch_size},"
+        setup = _setup(args, subject, step, cpus)
+        ceiling = subject.ceiling(step, cpus)
+        _say(f"dltop bench: {subject.name} ({subject.describe()}) on {setup['device']['name']},"
              f" step {args.step_ms:g} ms ({step.kind}); ceiling {_ceiling_text(ceiling)}")  # fmt: skip
-        measure = _measurer(args, workload, step)
+        measure = _measurer(args, subject, step)
+        compared = [subject.named(c) for c in plan.compared] if plan.compared else None
         comparison = compare(measure, compared, args.rounds) if compared else None
-        found = _compared(comparison) if comparison is not None else _search(args, measure, base, methods, step, cpus)
+        found = _compared(comparison) if comparison is not None else _search(args, measure, plan, subject, step, cpus)
 
-    _print_results(found, comparison, ceiling, args.batch_size)
+    _print_results(found, comparison, ceiling, subject.code)
     if args.json:
         from dltop.bench import report
 
@@ -79,32 +91,80 @@ def run_bench(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if found.stopped == "interrupted" else 0
 
 
-def _parse_arguments(args: argparse.Namespace) -> tuple[Optional[list[LoaderConfig]], LoaderConfig, list]:
-    """(configs to compare or None, the search's base, start methods to try): a typing mistake
-    stops the bench before torch is imported, and without torch it stops with what to install."""
+@dataclass
+class _Plan:
+    """What the command line asks, checked before torch is imported."""
+
+    compared: Optional[list[Config]]  # configs to run side by side, or None: search
+    base: Config  # what every swept config starts from
+    methods: list[str]  # start methods to try at the best count
+    counts: tuple[int, ...]  # --workers: the counts to try instead of searching
+
+
+def _parse_arguments(args: argparse.Namespace) -> _Plan:
+    """A typing mistake stops the bench before torch is imported, and without torch it stops with
+    what to install."""
     why = missing_torch()
     if why is not None:
         raise DltopError(why)
-    compared = [parse_config(text) for text in args.compare] if args.compare else None
-    base = parse_config(args.base)
-    methods = [parse_config(f"start_method={m}").start_method for m in filter(None, args.start_methods.split(","))]
-    if args.batch_size < 1 or args.chunks < 1 or args.rounds < 1 or args.step_threads < 1:
+    if args.batch_size is not None and args.batch_size < 1 or args.chunks < 1 or args.rounds < 1 \
+            or args.step_threads < 1:  # fmt: skip
         raise DltopError("--batch-size, --chunks, --rounds and --step-threads must be at least 1")
-    return compared, base, methods
+    counts = _counts("--workers", args.workers.split(",")) if args.workers else ()
+    if args.pipeline:
+        return _pipeline_plan(args, counts)
+    args.batch_size = DEFAULT_BATCH_SIZE if args.batch_size is None else args.batch_size
+    compared: Optional[list[Config]] = [parse_config(text) for text in args.compare] if args.compare else None
+    methods = [parse_config(f"start_method={m}").start_method for m in filter(None, args.start_methods.split(","))]
+    return _Plan(compared, parse_config(args.base), [m for m in methods if m], counts)
 
 
-def _measurer(args: argparse.Namespace, workload, step) -> Callable[[LoaderConfig], Any]:
+def _pipeline_plan(args: argparse.Namespace, counts: tuple[int, ...]) -> _Plan:
+    """Only the count varies: the factory builds the rest, so DataLoader settings are a mistake."""
+    given = [name for name, value in (("--batch-size", args.batch_size), ("--start-methods", args.start_methods),
+                                      ("--base", args.base != DEFAULT_BASE)) if value]  # fmt: skip
+    if given:
+        raise DltopError(f"{', '.join(given)}: DataLoader settings; with --pipeline your factory builds the pipeline")
+    if 0 in counts:
+        raise DltopError("--workers: a pipeline needs one worker at least")
+    compared: Optional[list[Config]] = None
+    if args.compare:
+        compared = [PipelineConfig(n) for n in _counts("--compare with --pipeline", args.compare, least=1)]
+    return _Plan(compared, PipelineConfig(), [], counts)
+
+
+def _counts(option: str, texts: list[str], least: int = 0) -> tuple[int, ...]:
+    """'2', '4', '8' -> (2, 4, 8); anything else is one line."""
+    if not all(t.strip().isdigit() and int(t) >= least for t in texts):
+        raise DltopError(f"{option} {' '.join(texts)!r}: expected worker counts of {least} or more, e.g. 2,4,8")
+    return tuple(int(t) for t in texts)
+
+
+def _subject(args: argparse.Namespace) -> Any:
+    """What is measured: DataLoaders over a workload or the user's data, or the user's pipeline."""
+    if args.pipeline:
+        from dltop.bench.pipeline import Pipeline
+
+        return Pipeline(args.pipeline)
+    from dltop.bench.loaders import Loaders
+    from dltop.bench.workloads import synthetic, user_factory
+
+    return Loaders(user_factory(args.dataset) if args.dataset else synthetic(args.workload), args.batch_size)
+
+
+def _measurer(args: argparse.Namespace, subject: Any, step) -> Callable[[Config], Any]:
     """One trial of a config, its result said on stderr as it comes (a search takes minutes)."""
-    from dltop.bench.trial import Timing, run_trial
+    from dltop.bench.trial import Timing
 
     gpu_util = _gpu_util_reader() if step.kind == "cuda" else None
     timing = Timing(args.warmup_s, args.chunk_s, args.chunks)
 
-    def measure(config: LoaderConfig):
+    def measure(config: Config):
         _say(f"  {config.label():<52} ", end="")
-        trial = run_trial(workload, config, args.batch_size, step, timing, gpu_util)
-        _say(f"{trial.samples_per_s:9.1f} samples/s ({trial.low:.0f}-{trial.high:.0f}),"
-             f" wait {trial.data_wait_percent:.0f}%")  # fmt: skip
+        trial = subject.trial(config, step, timing, gpu_util)
+        left = f"; {trial.left_running} threads or processes left running" if trial.left_running else ""
+        _say(f"{trial.samples_per_s:9.1f} {config.unit} ({trial.low:.0f}-{trial.high:.0f}),"
+             f" wait {trial.data_wait_percent:.0f}%{left}")  # fmt: skip
         return trial
 
     return measure
@@ -117,18 +177,17 @@ def _compared(comparison) -> SearchResult:
     return SearchResult(trials, best, best, comparison.stopped)
 
 
-def _search(args: argparse.Namespace, measure: Callable, base: LoaderConfig, methods: list, step, cpus: int):
-    """The worker count search from ``base``, then the knobs worth a try at the best count."""
+def _search(args: argparse.Namespace, measure: Callable, plan: _Plan, subject: Any, step, cpus: int):
+    """The worker count search from the plan's base, then the knobs worth a try at the best count."""
     from dltop.bench.search import Search
 
-    knobs = [{"prefetch_factor": 4}, {"persistent_workers": not base.persistent_workers}]
-    knobs += [{"pin_memory": True}] if step.kind == "cuda" and not base.pin_memory else []
-    knobs += [{"start_method": m} for m in methods]
-    max_workers = args.max_workers if args.max_workers is not None else 2 * cpus
-    return Search(measure, base, max_workers, args.budget_s, tuple(knobs)).run()
+    base = subject.named(plan.base)
+    max_workers = args.max_workers if args.max_workers is not None else subject.max_workers(cpus)
+    knobs = subject.knobs(base, step, plan.methods)
+    return Search(measure, base, max_workers, args.budget_s, knobs, least=subject.least, counts=plan.counts).run()
 
 
-def _print_results(found: SearchResult, comparison, ceiling: Optional[dict], batch_size: int) -> None:
+def _print_results(found: SearchResult, comparison, ceiling: Optional[dict], code: Callable[[Any], str]) -> None:
     """The table, the comparison (or the chart), the best and the code to use."""
     from dltop.bench import report
 
@@ -142,45 +201,30 @@ def _print_results(found: SearchResult, comparison, ceiling: Optional[dict], bat
     if recommended is not None:
         assert best is not None  # both come from the same trials: recommended is None only when best is
         share = f", {100 * best.samples_per_s / ceiling['samples_per_s']:.0f}% of the ceiling" if ceiling else ""
-        print(f"\nbest: {best.config.label()} at {best.samples_per_s:.1f} samples/s{share}")
-        print(f"recommended (fewest workers within 5% of the best):\n  "
-              f"{recommended.config.code(batch_size=batch_size)}")  # fmt: skip
+        print(f"\nbest: {best.config.label()} at {best.samples_per_s:.1f} {best.config.unit}{share}")
+        print(f"recommended (fewest workers within 5% of the best):\n  {code(recommended.config)}")
+    left = [f"{t.config.label()}: {t.left_running}" for t in found.trials if t.left_running]
+    if left:
+        print(f"\nthreads or processes still running after the pipeline was stopped ({', '.join(left)})"
+              " shared the CPUs with later trials: give its iterator a close() that stops them (a generator's"
+              " finally does)")  # fmt: skip
     if found.stopped:
         print(f"\nstopped early: {found.stopped}; the results above are partial")
 
 
-def _setup(args: argparse.Namespace, workload, step, cpus: int) -> dict:
+def _setup(args: argparse.Namespace, subject: Any, step, cpus: int) -> dict:
     import torch
 
     name = torch.cuda.get_device_name(0) if step.kind == "cuda" else f"CPU ({cpus} CPUs allowed)"
     return {
         "device": {"kind": "cuda" if step.kind == "cuda" else "cpu", "name": name, "cpus_allowed": cpus},
-        "workload": {"name": workload.name, "params": workload.params},
+        "workload": {"name": subject.name, "params": subject.params},
         "batch_size": args.batch_size,
         "step_ms": args.step_ms,
         "step_kind": step.kind,
         "step_threads": step.threads,
         "torch_version": torch.__version__,
     }
-
-
-def _ceiling(workload, batch_size: int, step, cpus: int) -> Optional[dict]:
-    """What this machine could do at most: the CPU one sample costs in one process, times the
-    CPUs allowed, and the step's own pace; the lower one binds (waiting is free: it overlaps)."""
-    dataset = workload.base["dataset"]
-    if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__") or len(dataset) == 0:
-        return None
-    began, cpu_began, n = time.perf_counter(), time.thread_time(), 0
-    while time.perf_counter() - began < CEILING_PROBE_S and n < len(dataset):
-        dataset[n]
-        n += 1
-    wall, cpu = (time.perf_counter() - began) / n, (time.thread_time() - cpu_began) / n
-    estimates = {"cpu": cpus / cpu if cpu > 1e-6 else None, "step": batch_size / step.step_s if step.step_s else None}
-    bounds = {k: v for k, v in estimates.items() if v is not None}
-    if not bounds:
-        return None
-    bound = min(bounds, key=bounds.__getitem__)
-    return {"samples_per_s": bounds[bound], "bound": bound, "sample_cpu_ms": cpu * 1000, "sample_wall_ms": wall * 1000}
 
 
 def _ceiling_text(ceiling: Optional[dict]) -> str:

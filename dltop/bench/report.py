@@ -1,5 +1,7 @@
-"""What ``dltop bench`` prints: a table (best first), samples/s against num_workers as a
-terminal chart, the recommended DataLoader line; and the ``dltop.bench/1`` JSON document."""
+"""What ``dltop bench`` prints: a table (best first), the rate against the worker count as a
+terminal chart, the recommended line; and the ``dltop.bench/1`` JSON document. The rate and the
+count are named as the configs name them (samples/s and num_workers for a DataLoader; batches/s
+and concurrency, say, for a pipeline)."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def document(setup: dict, trials: list, best, recommended, ceiling: Optional[dic
 
 
 def table(trials: list, ceiling: Optional[dict]) -> str:
-    head = f"{'config':<52} {'samples/s':>10} {'range':>15} {'first':>7} {'epoch':>7} {'wait':>6} {'wRSS':>7}" \
+    head = f"{'config':<52} {_unit(trials):>10} {'range':>15} {'first':>7} {'epoch':>7} {'wait':>6} {'wRSS':>7}" \
         f" {'USS/w':>7} {'shm':>7} {'GPU':>5}" + (" ceiling" if ceiling else "")  # fmt: skip
     lines = [head]
     for t in sorted(trials, key=lambda t: -t.samples_per_s):
@@ -56,7 +58,7 @@ def table(trials: list, ceiling: Optional[dict]) -> str:
 
 
 def chart(trials: list) -> str:
-    """samples/s against num_workers (one bar per count: the best config with that count)."""
+    """The rate against the worker count (one bar per count: the best config with that count)."""
     by_workers: dict = {}
     for t in trials:
         n = t.config.num_workers
@@ -65,7 +67,7 @@ def chart(trials: list) -> str:
     if not by_workers:
         return ""
     top = max(t.samples_per_s for t in by_workers.values()) or 1.0
-    lines = ["samples/s by num_workers"]
+    lines = [f"{_unit(trials)} by {trials[0].config.knob}"]
     for n in sorted(by_workers):
         rate = by_workers[n].samples_per_s
         eighths = round(BAR_WIDTH * 8 * rate / top)
@@ -75,12 +77,16 @@ def chart(trials: list) -> str:
 
 
 def comparison_text(comparison) -> str:
-    first = comparison.results[0].config.label()
+    first, unit = comparison.results[0].config.label(), _unit(comparison.results)
     lines = [f"compared with {first} ({len(comparison.ratios[0])} alternating rounds):"]
     for t, r in zip(comparison.results[1:], comparison.ratios[1:]):
         lines.append(f"  {t.config.label()}: {statistics.median(r):.2f}x ({min(r):.2f}-{max(r):.2f}),"
-                     f" {t.samples_per_s:.1f} vs {comparison.results[0].samples_per_s:.1f} samples/s")  # fmt: skip
+                     f" {t.samples_per_s:.1f} vs {comparison.results[0].samples_per_s:.1f} {unit}")  # fmt: skip
     return "\n".join(lines)
+
+
+def _unit(trials: list) -> str:
+    return trials[0].config.unit if trials else "samples/s"
 
 
 def _seconds(value: Optional[float]) -> str:

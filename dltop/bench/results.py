@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from dltop.bench.config import LoaderConfig
+from dltop.bench.config import Config
 
 
 @dataclass
 class TrialResult:
-    config: LoaderConfig
-    samples_per_s: float  # median over the chunks
+    config: Config
+    samples_per_s: float  # median over the chunks, in config.unit (batches/s for a pipeline)
     low: float  # slowest chunk
     high: float  # fastest chunk
     first_batch_s: float
@@ -23,7 +23,9 @@ class TrialResult:
     total_peak_rss_bytes: int = 0  # the bench process and its workers together
     shm_peak_bytes: Optional[int] = None
     gpu_util_percent: Optional[float] = None
-    chunk_rates: list = field(default_factory=list)
+    chunk_rates: list[float] = field(default_factory=list)
+    # a pipeline's threads and child processes still running after it was stopped (pipelines only)
+    left_running: Optional[int] = None
 
     @property
     def spread(self) -> float:

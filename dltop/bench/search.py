@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from dltop.bench.config import LoaderConfig
+from dltop.bench.config import Config
 
 NOISE_FLOOR = 0.03  # two results closer than 3% are never called different
 RECOMMEND_WITHIN = 0.05  # the recommended config: the fewest workers within 5% of the fastest
@@ -38,17 +38,21 @@ class SearchResult:
 
 
 class Search:
-    def __init__(self, measure: Callable, base: LoaderConfig, max_workers: int, budget_s: float,
-                 knobs: tuple = (), clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    """From ``least`` workers (0 for a DataLoader, 1 for a pipeline's pool) up to ``max_workers``;
+    or exactly the ``counts`` given (``--workers 2,4,8``)."""
+
+    def __init__(self, measure: Callable, base: Config, max_workers: int, budget_s: float, knobs: tuple = (),
+                 clock: Callable[[], float] = time.monotonic, least: int = 0,
+                 counts: tuple[int, ...] = ()) -> None:  # fmt: skip
         self.measure, self.base, self.max_workers, self.knobs = measure, base, max_workers, knobs
+        self.least, self.counts = least, counts
         self.clock, self.deadline = clock, clock() + budget_s
-        self.results: dict = {}  # LoaderConfig -> TrialResult
+        self.results: dict = {}  # Config -> TrialResult
 
     def run(self) -> SearchResult:
         stopped = None
         try:
-            best = self._coarse()
-            best = self._refine(best)
+            best = self._listed() if self.counts else self._refine(self._coarse())
             best = self._confirm(best)
             self._knobs(best)
         except OutOfTime:
@@ -70,7 +74,7 @@ class Search:
     def _is_base(self, trial) -> bool:
         return dataclasses.replace(trial.config, num_workers=self.base.num_workers) == self.base
 
-    def _try(self, config: LoaderConfig):
+    def _try(self, config: Config):
         if config in self.results:
             return self.results[config]
         if self.clock() >= self.deadline:
@@ -81,10 +85,15 @@ class Search:
     def _workers(self, n: int):
         return self._try(dataclasses.replace(self.base, num_workers=n))
 
+    def _listed(self):
+        for n in self.counts:
+            self._workers(n)
+        return max(self._sweep(), key=lambda t: t.samples_per_s)
+
     def _coarse(self):
-        """0, 1, 2, 4, 8, ... until two steps in a row bring nothing beyond noise."""
-        best, flat = self._workers(0), 0
-        n = 1
+        """0 (or least), 1, 2, 4, 8, ... until two steps in a row bring nothing beyond noise."""
+        best, flat = self._workers(self.least), 0
+        n = max(1, 2 * self.least)
         while n <= self.max_workers and flat < 2:
             trial = self._workers(n)
             if trial.samples_per_s > best.samples_per_s and not within_noise(trial, best):
@@ -122,7 +131,7 @@ class Search:
             self.results[trial.config] = merge(trial, self._measure_again(trial.config))
         return max(self._sweep(), key=lambda t: t.samples_per_s)
 
-    def _measure_again(self, config: LoaderConfig):
+    def _measure_again(self, config: Config):
         if self.clock() >= self.deadline:
             raise OutOfTime
         return self.measure(config)
@@ -149,6 +158,7 @@ def merge(a, b):
         workers_peak_uss_bytes=max(a.workers_peak_uss_bytes, b.workers_peak_uss_bytes),
         total_peak_rss_bytes=max(a.total_peak_rss_bytes, b.total_peak_rss_bytes),
         chunk_rates=rates,
+        left_running=None if a.left_running is None else max(a.left_running, b.left_running or 0),
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Optional
 import psutil
 from torch.utils.data import DataLoader
 
-from dltop.bench.config import LoaderConfig
+from dltop.bench.config import Config, LoaderConfig
 from dltop.bench.results import TrialResult
 from dltop.bench.step import Step, count_samples
 from dltop.bench.workloads import Workload
@@ -32,25 +32,33 @@ class Timing:
 
 def run_trial(workload: Workload, config: LoaderConfig, batch_size: int, step: Step, timing: Timing,
               gpu_util: Optional[Callable[[], Optional[float]]] = None) -> TrialResult:  # fmt: skip
-    kwargs = {"batch_size": batch_size, **workload.base, **config.loader_kwargs()}
-    loader = DataLoader(**kwargs)
+    """One DataLoader config: its queue holds num_workers x prefetch_factor batches."""
+    loader = DataLoader(**{"batch_size": batch_size, **workload.base, **config.loader_kwargs()})
+    in_flight = config.num_workers * (config.prefetch_factor or 2)
+    return measure(lambda: _Epochs(loader), config, step, timing, gpu_util, in_flight)
+
+
+def measure(start: Callable[[], Epochs], config: Config, step: Step, timing: Timing,
+            gpu_util: Optional[Callable[[], Optional[float]]] = None, in_flight: int = 0,
+            count: Callable[[Any], int] = count_samples) -> TrialResult:  # fmt: skip
+    """Train on the batches of ``start()`` (a DataLoader's epochs or a pipeline's) and time them;
+    ``count`` says what a batch adds to the rate (its samples, or 1 where batches are counted)."""
     watch = MemoryWatch(gpu_util)
-    epochs = _Epochs(loader)
+    began = time.perf_counter()
+    epochs = start()
     try:
-        began = time.perf_counter()
         batch = next(epochs)
         first_batch_s = time.perf_counter() - began
         step(batch)
         watch.start()
-        # the queue is full after the first batch: drain it (2 x workers x prefetch batches at least)
-        # before measuring, or a many-worker config is credited with batches made during start-up
-        in_flight = config.num_workers * (config.prefetch_factor or 2)
-        warm = _run_for(epochs, step, timing.warmup_s)
+        # the queue is full after the first batch: drain it (2 x what it holds at least) before
+        # measuring, or a many-worker config is credited with batches made during start-up
+        warm = _run_for(epochs, step, timing.warmup_s, count)
         while warm.batches < 2 * in_flight:
-            warm.batches += _run_for(epochs, step, timing.warmup_s / 4).batches
+            warm.batches += _run_for(epochs, step, timing.warmup_s / 4, count).batches
         rates, waited, spent, batches = [], 0.0, 0.0, 0
         for _ in range(timing.chunks):
-            chunk = _run_for(epochs, step, timing.chunk_s)
+            chunk = _run_for(epochs, step, timing.chunk_s, count)
             rates.append(chunk.samples / chunk.elapsed_s)
             waited, spent, batches = waited + chunk.waited_s, spent + chunk.elapsed_s, batches + chunk.batches
         # after the chunks, never between them: workers keep producing while the main thread reads,
@@ -86,7 +94,7 @@ class _Chunk:
     elapsed_s: float = 0.0
 
 
-def _run_for(epochs: _Epochs, step: Step, seconds: float) -> _Chunk:
+def _run_for(epochs: Epochs, step: Step, seconds: float, count: Callable[[Any], int] = count_samples) -> _Chunk:
     """Train on batches for about ``seconds``: the time inside next() is the data wait."""
     clock = time.perf_counter
     samples = batches = 0
@@ -103,20 +111,19 @@ def _run_for(epochs: _Epochs, step: Step, seconds: float) -> _Chunk:
         fetched = clock()
         waited += fetched - now
         step(batch)
-        samples += count_samples(batch)
+        samples += count(batch)
         batches += 1
         now = clock()
     return _Chunk(samples, batches, waited, now - began)
 
 
-class _Epochs:
-    """Batches from epoch after epoch, as a training loop sees them (epoch ends included)."""
+class Epochs:
+    """Batches from epoch after epoch, as a training loop sees them (epoch ends included): what
+    starts an epoch and what ends one are the subclass's (a DataLoader's iter(), a pipeline built)."""
 
-    def __init__(self, loader: DataLoader) -> None:
-        self.loader = loader
-        self.iterator: Iterator[Any] = iter(loader)
+    iterator: Iterator[Any]
 
-    def __iter__(self) -> _Epochs:
+    def __iter__(self) -> Epochs:
         return self
 
     def __next__(self):
@@ -125,29 +132,50 @@ class _Epochs:
         except StopIteration:
             return next(self.next_epoch())
 
-    def next_epoch(self):
-        self._close_iterator()
-        self.iterator = iter(self.loader)
+    def next_epoch(self) -> Iterator[Any]:
+        self._end_epoch()
+        self.iterator = self._start_epoch()
         return self.iterator
 
     def restart_time(self) -> Optional[float]:
-        """Seconds from a new epoch's iter() to its first batch (workers started again, unless persistent)."""
-        self._close_iterator()
+        """Seconds from a new epoch's start to its first batch (workers started again, unless persistent)."""
+        self._end_epoch()
         began = time.perf_counter()
-        self.iterator = iter(self.loader)
+        self.iterator = self._start_epoch()
         try:
             next(self.iterator)
         except StopIteration:
             return None
         return time.perf_counter() - began
 
-    def _close_iterator(self) -> None:
+    def _start_epoch(self) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def _end_epoch(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop every worker now (Ctrl-C must leave none behind)."""
+        raise NotImplementedError
+
+
+class _Epochs(Epochs):
+    """A DataLoader's epochs."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self.loader = loader
+        self.iterator = self._start_epoch()
+
+    def _start_epoch(self) -> Iterator[Any]:
+        return iter(self.loader)
+
+    def _end_epoch(self) -> None:
         shutdown = getattr(self.iterator, "_shutdown_workers", None)
         if shutdown is not None and not getattr(self.loader, "persistent_workers", False):
             shutdown()
 
     def close(self) -> None:
-        """Stop every worker now, persistent ones too (Ctrl-C must leave none behind)."""
+        """Persistent workers too."""
         shutdown = getattr(self.iterator, "_shutdown_workers", None)
         if shutdown is not None:
             shutdown()

@@ -1,17 +1,23 @@
-"""dltop bench without trials: config parsing, the search on a known curve, the comparison, the
-one-line error without torch, and a finding's bench arguments."""
+"""dltop bench: config parsing, the search on a known curve, the comparison, the one-line error
+without torch, a finding's bench arguments; and short real trials of the user's own pipelines
+(torchdata.nodes, SPDL, a prefetcher) with their one-line errors."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
 from dltop import install_hint
-from dltop.bench.config import LoaderConfig, parse_config
+from dltop.bench import pipeline
+from dltop.bench.config import LoaderConfig, PipelineConfig, parse_config
 from dltop.bench.results import TrialResult
 from dltop.bench.search import Search, compare
+from dltop.cli import main
 from dltop.errors import DltopError
 from tests.support import ROOT, assert_one_line_error
 from tests.windows import input_bound_finding
@@ -102,3 +108,82 @@ def test_bench_args_are_valid_bench_arguments():
     # per batch: the trainer's 20 ms is 20% of a 100 ms period; 2 workers busy all of it = 200 ms of
     # worker time per batch, 5% of it CPU
     assert args.workload == "twin:cpu_ms=10,io_ms=190,sample_kb=4" and args.batch_size == 1
+
+
+# -- the user's own pipeline (--pipeline) ------------------------------------------------------------
+
+PIPELINES = "tests.fixtures.bench_factories:"
+QUICK = ["--step-ms", "1", "--warmup-s", "0.05", "--chunk-s", "0.1", "--chunks", "2"]
+
+
+def test_a_pipeline_search_starts_at_one_worker():
+    curve = Curve()
+    result = Search(curve, PipelineConfig(knob="concurrency"), max_workers=16, budget_s=1e9, least=1).run()
+    assert min(c.num_workers for c in curve.measured) == 1 and result.recommended.config.num_workers == 5
+    assert result.recommended.config.label() == "concurrency=5"
+
+
+def test_listed_counts_replace_the_search():
+    curve = Curve()
+    result = Search(curve, LoaderConfig(), max_workers=16, budget_s=1e9, counts=(2, 6, 8)).run()
+    assert {c.num_workers for c in curve.measured} == {2, 6, 8}
+    assert result.recommended.config.num_workers == 6  # the fewest within 5% of the best
+
+
+@pytest.mark.parametrize(
+    ("factory", "knob", "line"),
+    [
+        ("torchdata_threads", "num_workers", "torchdata_threads(workers=4)  # ParallelMapper(..., num_workers=4)"),
+        ("spdl_pipeline", "concurrency", "spdl_pipeline(concurrency=4)  # .pipe(..., concurrency=4)"),
+        ("prefetcher", "max_workers", "prefetcher(max_workers=4)"),
+    ],
+)
+def test_a_pipeline_is_timed_in_its_own_words_and_stopped_after_each_trial(factory, knob, line, tmp_path, capsys):
+    threads = threading.active_count()
+    doc_path = tmp_path / "bench.json"
+    assert main(["bench", "--pipeline", PIPELINES + factory, "--workers", "1,4", *QUICK, "--json", str(doc_path)]) == 0
+    assert threading.active_count() == threads  # SPDL's auto_stop left, torchdata's threads joined, the pool shut
+    out = capsys.readouterr().out
+    assert f"batches/s by {knob}" in out and f"recommended (fewest workers within 5% of the best):\n  {line}" in out
+    doc = json.loads(doc_path.read_text())
+    rates = {t["config"]["num_workers"]: t["samples_per_s"] for t in doc["trials"]}
+    assert rates[4] > 2 * rates[1]  # 4 ms of waiting per sample: four workers wait side by side
+    assert doc["recommended"] == f"{knob}=4" and doc["batch_size"] is None
+    assert all(t["left_running"] == 0 and t["config"]["knob"] == knob for t in doc["trials"])
+
+
+def test_a_pipeline_compares_counts_side_by_side(capsys):
+    assert main(["bench", "--pipeline", PIPELINES + "prefetcher", "--compare", "1", "3", "--rounds", "1", *QUICK]) == 0
+    assert "compared with max_workers=1 (1 alternating rounds):\n  max_workers=3: " in capsys.readouterr().out
+
+
+def test_threads_a_stopped_pipeline_leaves_are_counted(monkeypatch):
+    monkeypatch.setattr(pipeline, "LEFTOVER_WAIT_S", 0.05)
+    before = pipeline._running()
+    lingering = threading.Thread(target=time.sleep, args=(0.5,))
+    lingering.start()
+    assert pipeline._left_running(*before) == 1
+    lingering.join()
+    assert pipeline._left_running(*before) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--pipeline", PIPELINES + "not_iterable"], "the factory returned int; expected an iterable of batches"),
+        (["--pipeline", PIPELINES + "no_count"], "no_count() does not take one worker count"),
+        (["--pipeline", PIPELINES + "broken"], "reading broken(1) raised OSError: bucket gone"),
+        (["--pipeline", PIPELINES + "needs_a_library"],
+         "--pipeline needs torchdata, which is not installed here: pip install torchdata"),
+        (["--pipeline", PIPELINES + "prefetcher", "--batch-size", "8"], "--batch-size: DataLoader settings"),
+        (["--pipeline", PIPELINES + "prefetcher", "--workers", "0,2"], "needs one worker at least"),
+        (["--pipeline", PIPELINES + "prefetcher", "--compare", "2", "num_workers=4"], "expected worker counts"),
+        (["--workers", "2,many"], "--workers '2 many': expected worker counts"),
+    ],
+)  # fmt: skip
+def test_bad_pipelines_and_counts_are_one_line(args, fragment, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torchdata", None)  # only needs_a_library imports it afresh
+    monkeypatch.setitem(sys.modules, "torchdata.nodes", None)
+    assert main(["bench", *args, *QUICK]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("dltop: ") and fragment in err, err

@@ -7,7 +7,7 @@ import argparse
 from dltop.bench import main as bench
 
 NAME = "bench"
-HELP = "measure DataLoader configurations on a workload (needs torch)"
+HELP = "measure DataLoader configurations, or your own pipeline's worker counts (needs torch)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
