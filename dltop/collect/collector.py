@@ -78,7 +78,9 @@ class Collector:
         self.sources = SourceLines()
         self.logs = TrainerLogs()
         self.lifecycle = WorkerLifecycle()
-        self.loaders = LoaderSamples(self.stacks, self.lifecycle, self.logs, self.sources, clock)
+        self.loaders = LoaderSamples(
+            self.stacks, self.lifecycle, self.logs, self.sources, clock, hang_after_s=settings.hang_after_s
+        )
         self.processes = ProcessSampler(clock, wall)
         self.placements = PlacementReader()
         self._main_threads = _MainThreadCpu()

@@ -10,6 +10,7 @@ forgotten in one call.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -23,7 +24,8 @@ from dltop.collect.stacks.sampler import Stacks
 from dltop.collect.stacks.source_lines import LoaderSite, SourceLines
 from dltop.frames import dataset_kind
 from dltop.frames import start_method as stack_start_method
-from dltop.model import DatasetKind, LoaderSample, TrainerTime
+from dltop.model import DatasetKind, LoaderSample, Pipeline, TrainerTime, WorkerThread, is_stuck
+from dltop.settings import DEFAULTS
 
 PIN_TTL_S = 5.0
 
@@ -51,6 +53,7 @@ class _Kept:
     sites: dict[Optional[str], Optional[LoaderSite]] = field(default_factory=dict)  # dataset class -> its call
     last_time: Optional[TrainerTime] = None  # the time split last measured
     pin: Optional[tuple[float, Optional[bool]]] = None  # (clock, pin_memory) last read
+    most_thread_workers: int = 0  # a thread pipeline's worker threads, the most seen at once
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class _Trainer:
     respawns: int
     time: Optional[TrainerTime]
     pin_memory: Optional[bool]
+    pipeline: Optional[Pipeline]
+    threads: list[WorkerThread]  # the threads its pipeline runs on, stuck ones judged so
+    threads_exited: list[WorkerThread]
 
 
 class LoaderSamples:
@@ -78,9 +84,11 @@ class LoaderSamples:
         logs: TrainerLogs,
         sources: SourceLines,
         clock: Callable[[], float],
+        hang_after_s: float = DEFAULTS.hang_after_s,
     ) -> None:
+        """``hang_after_s``: the run's hang threshold, past which a pipeline thread is stuck."""
         self.stacks, self.lifecycle, self.logs, self.sources = stacks, lifecycle, logs, sources
-        self._clock = clock
+        self._clock, self.hang_after_s = clock, hang_after_s
         self.shards = ShardFiles(clock)
         self._kept: dict[int, _Kept] = {}  # trainer pid -> what is kept of it
 
@@ -102,6 +110,10 @@ class LoaderSamples:
         methods = {p: tree.members[p].start_method or stack_start_method(by_pid[p].stack or []) for p in worker_pids}
         configs = {p: self.stacks.loader_config(p) for p in worker_pids}
         keyed = split_loaders(worker_pids, configs, methods, kept.known)
+        threads, threads_exited = (
+            judge_stuck(rows, self.hang_after_s) for rows in self.stacks.pipeline_threads(trainer)
+        )
+        kept.most_thread_workers = max(kept.most_thread_workers, sum(t.kind == "worker" for t in threads))
         seen = _Trainer(
             pid=trainer,
             kept=kept,
@@ -112,6 +124,9 @@ class LoaderSamples:
             respawns=self.lifecycle.respawns(trainer),
             time=self._trainer_time(trainer, kept),
             pin_memory=self._pin_memory(trainer, kept, tree.names_expected),
+            pipeline=self.stacks.trainer_pipeline(trainer),
+            threads=threads,
+            threads_exited=threads_exited,
         )
         return [self._loader(seen, index, key, group, by_pid) for index, (key, group) in enumerate(keyed)]
 
@@ -128,13 +143,15 @@ class LoaderSamples:
         site = self._loader_site(trainer.pid, trainer.kept, dataset) or _NO_SITE
         kind = _dataset_kind(config, pids or [trainer.pid], by_pid)
         parts, parts_source = self._parts(trainer, dataset, kind, group)
+        # a pipeline on threads alone: its worker threads are its workers (the knob's value)
+        on_threads = index == 0 and not pids and not seen.most_alive and trainer.kept.most_thread_workers > 0
         return LoaderSample(
             trainer_pid=trainer.pid,
-            num_workers=config.get("num_workers", seen.most_alive),
+            num_workers=trainer.kept.most_thread_workers if on_threads else config.get("num_workers", seen.most_alive),
             worker_pids=pids,
             persistent_workers=persistent,
             pin_memory=trainer.pin_memory,
-            start_method=seen.start_method,
+            start_method="thread" if on_threads else seen.start_method,
             data_wait_percent=_data_wait(trainer.time),
             worker_respawns=0 if persistent else min(len(mine), trainer.respawns),
             workers_exited=mine,
@@ -146,7 +163,9 @@ class LoaderSamples:
             workers_flag=site.flag,
             batch_size=config.get("batch_size"),
             dataset_kind=kind,
-            pipeline=self.stacks.trainer_pipeline(trainer.pid),
+            pipeline=trainer.pipeline,
+            worker_threads=trainer.threads if index == 0 else [],
+            threads_exited=trainer.threads_exited if index == 0 else [],
             parts=parts,
             parts_source=parts_source,
             parts_seen=self.shards.seen((trainer.pid, dataset or "")) if parts is not None else None,
@@ -235,6 +254,12 @@ class _NoSite:
 
 
 _NO_SITE = _NoSite()
+
+
+def judge_stuck(threads: list[WorkerThread], hang_after_s: float) -> list[WorkerThread]:
+    """Pipeline threads with the run's verdict, as worker processes get theirs: ``stuck`` past its
+    hang threshold (``is_stuck``)."""
+    return [dataclasses.replace(t, activity="stuck") if is_stuck(t, hang_after_s) else t for t in threads]
 
 
 def _data_wait(spent: Optional[TrainerTime]) -> Optional[float]:

@@ -56,6 +56,11 @@ def read_stat(pid: int) -> Stat:
     return parse_stat(_read_small(f"{PROC}/{pid}/stat").decode(errors="replace"))
 
 
+def read_thread_stat(pid: int, tid: int) -> Stat:
+    """One thread's stat (its own CPU time, its comm); FileNotFoundError once the thread ended."""
+    return parse_stat(_read_small(f"{PROC}/{pid}/task/{tid}/stat").decode(errors="replace"))
+
+
 def _read_small(path: str, size: int = 4096) -> bytes:
     """One read() of a small /proc file (no buffered file object: this runs per process per tick)."""
     fd = os.open(path, os.O_RDONLY)
@@ -210,7 +215,16 @@ def read_schedstat(pid: int) -> tuple:
     The timeslice count changes whenever the thread runs at all: when it has not changed, the
     thread cannot have moved to another Python line.
     """
-    run_ns, wait_ns, slices = _read_small(f"{PROC}/{pid}/schedstat", 256).split()[:3]
+    return _parse_schedstat(_read_small(f"{PROC}/{pid}/schedstat", 256))
+
+
+def read_thread_schedstat(pid: int, tid: int) -> tuple[int, int, int]:
+    """``read_schedstat`` of one thread of the process."""
+    return _parse_schedstat(_read_small(f"{PROC}/{pid}/task/{tid}/schedstat", 256))
+
+
+def _parse_schedstat(raw: bytes) -> tuple[int, int, int]:
+    run_ns, wait_ns, slices = raw.split()[:3]
     return int(run_ns), int(wait_ns), int(slices)
 
 

@@ -388,6 +388,45 @@ def test_a_trainer_is_streamed_by_austin_and_its_time_split_by_phase(make_job):
     assert job.sampler.activity(JOB) == "waiting-for-data"
 
 
+QUEUE_WAIT = [("<module>", TRAIN, 20), ("get", "/usr/lib/python3.11/queue.py", 171)]
+POOL_LOAD = [
+    ("_bootstrap", "/usr/lib/python3.11/threading.py", 1002),
+    ("run", "/usr/lib/python3.11/threading.py", 982),
+    ("_worker", "/usr/lib/python3.11/concurrent/futures/thread.py", 83),
+    ("load", TRAIN, 5),
+]
+
+
+@pytest.mark.parametrize("main_stack, rows", [(QUEUE_WAIT, [(77, "worker", "fetching")]), (WAITING, [])])
+def test_a_thread_pipelines_threads_are_kept_and_named_a_dataloaders_cost_nothing(
+    make_job, monkeypatch, main_stack, rows
+):
+    """A trainer waiting on a queue its thread pool fills: its pool thread's row, /proc read
+    every tick, one py-spy dump for the name Austin does not give (not again within 10 s). A
+    DataLoader's trainer: no row, no thread file read, no such dump."""
+    read: list[int] = []
+
+    def thread_stat(pid: int, tid: int) -> sampler.procfs.Stat:
+        read.append(tid)
+        return sampler.procfs.Stat(tid, "python", "S", pid, 0, None)
+
+    monkeypatch.setattr(sampler.procfs, "read_thread_stat", thread_stat)
+    monkeypatch.setattr(sampler.procfs, "read_thread_schedstat", lambda pid, tid: (0, 0, 0))
+    job = make_job(austin="/opt/austin")
+    job.procs[JOB] = Proc("trainer", main_stack)
+    job.tick()  # first sight: a dump
+    for _ in range(3):
+        job.tick()
+        (stream,) = [run for run in job.runs if isinstance(run, FakeStream) and "-C" not in run.command]
+        stream.lines = [_austin_line(JOB, main_stack), _austin_line(JOB, POOL_LOAD).replace(f"T0:{JOB}", "T0:77")]
+    job.tick()
+    threads, exited = job.sampler.pipeline_threads(JOB)
+    assert [(t.tid, t.kind, t.activity) for t in threads] == rows and exited == []
+    assert bool(read) == bool(rows)
+    dumps = [when for when, pid in job.dumps() if pid == JOB]
+    assert dumps == ([0.0, 2.0] if rows else [0.0])  # the first sight's, then one for the pool thread's name
+
+
 def test_half_the_budget_affords_a_trainer_fewer_samples():
     """A priced sample costing 0.1 ms: Austin's 0.2% of a core, less its start-up over 15 s, buys
     14.7 a second; on half of it the window is 30 s (two trainers share the budget: their

@@ -22,9 +22,18 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections import Counter
 from typing import Iterator, Optional
 
-from dltop.collect.stacks.pyspy import PySpyRun, RunResult, ThreadStack, find_program
+from dltop.collect.stacks.pyspy import (
+    PySpyRun,
+    RunResult,
+    Stack,
+    ThreadStack,
+    ThreadWindow,
+    find_program,
+    stacks_of,
+)
 from dltop.frames import make_frame
 from dltop.model import Frame
 
@@ -94,21 +103,44 @@ class StreamRun(PySpyRun):
         return super()._finish(result)
 
 
-def parse_samples(lines: list, main_tid: int, frame_cache: dict) -> tuple:
+def parse_samples(
+    lines: list, main_tid: int, frame_cache: dict, by_thread: bool = False
+) -> tuple[list[Stack], set[Stack], dict[int, ThreadWindow]]:
     """Austin's lines -> ([frames of each main-thread sample, in time order], {frames of the other
-    threads' samples}). A line is ``P<pid>;T<iid>:<tid>;<file>:<function>:<line>;... <µs>``,
+    threads' samples}, and where ``by_thread``: {tid: each other thread's samples}). A line is
+    ``P<pid>;T<iid>:<tid>;<file>:<function>:<line>;... <µs>`` (``tid``: the native thread id),
     outermost frame first (so frames come out innermost last, as everywhere). ``frame_cache``
-    maps a frame's text to its Frame across calls: a trainer repeats a handful of frames."""
+    maps a frame's text to its Frame across calls: a trainer repeats a handful of frames. Without
+    ``by_thread`` (a DataLoader's trainer) each distinct stack of the other threads is made once
+    and nothing is counted."""
     if len(frame_cache) > FRAME_CACHE_MAX:
         frame_cache.clear()
     main_thread = f":{main_tid}"
-    main, others = [], {}
+    main: list[Stack] = []
+    others: dict[str, Stack] = {}
+    counts: dict[str, dict[str, int]] = {}  # thread -> {stack text: samples}, the newest last
     for _pid, thread, stack in _readable_samples(lines):
         if thread.endswith(main_thread):
             main.append(_frames(stack, frame_cache))
+        elif by_thread:
+            texts = counts.setdefault(thread, {})
+            texts[stack] = texts.pop(stack, 0) + 1  # popped and put back: the newest stack comes last
         elif stack not in others:  # idle threads repeat one stack: each judged once
             others[stack] = _frames(stack, frame_cache)
-    return main, set(others.values())
+    threads = {tid: _window(texts, frame_cache) for thread, texts in counts.items() if (tid := _tid(thread))}
+    return main, set(others.values()) | stacks_of(threads), threads
+
+
+def _window(texts: dict[str, int], frame_cache: dict) -> ThreadWindow:
+    """One thread's samples ({stack text: samples}, the newest last) as frames."""
+    counts = Counter({_frames(text, frame_cache): n for text, n in texts.items()})
+    return ThreadWindow(counts, _frames(next(reversed(texts)), frame_cache))
+
+
+def _tid(thread: str) -> int:
+    """``T<iid>:<tid>`` -> tid (0: none)."""
+    tid = thread.rpartition(":")[2]
+    return int(tid) if tid.isdigit() else 0
 
 
 def newest_main_stacks(lines: list, frame_cache: dict) -> dict:

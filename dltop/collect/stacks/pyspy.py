@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -39,6 +40,23 @@ class ThreadStack:
     name: str
     frames: tuple  # Frame, innermost last
     locals: Optional[dict] = None  # function -> {name: repr}, full dumps only
+
+
+Stack = tuple[Frame, ...]  # innermost last
+
+
+@dataclass(frozen=True)
+class ThreadWindow:
+    """One thread's samples in one sampling window of its process (not its main thread's)."""
+
+    counts: Counter[Stack]  # stack -> samples
+    newest: Stack
+    name: Optional[str] = None  # Python's name for it, where the sampler gives one (py-spy's)
+
+
+def stacks_of(others: dict[int, ThreadWindow]) -> set[Stack]:
+    """Every distinct stack of a window's other threads."""
+    return {stack for window in others.values() for stack in window.counts}
 
 
 @dataclass(frozen=True)
@@ -127,16 +145,20 @@ def parse_speedscope(text: str) -> dict:
     return threads
 
 
-def parse_record(text: str, pid: int) -> tuple[list[tuple[Frame, ...]], set[tuple[Frame, ...]]]:
+def parse_record(text: str, pid: int) -> tuple[list[Stack], set[Stack], dict[int, ThreadWindow]]:
     """A record window's speedscope -> ([frames of each main-thread sample, in time order], {frames
-    of the other threads' samples}), as Austin's ``parse_samples`` gives them. Without OS thread
-    ids the main thread is the one named MainThread."""
+    of the other threads' samples}, {tid: each other thread's samples, with its name}), as
+    Austin's ``parse_samples`` gives them. Without OS thread ids the main thread is the one named
+    MainThread."""
     threads = parse_speedscope(text)
-    _, samples = threads.get(pid, ("", []))
-    if not samples:
-        samples = next((ordered for name, ordered in threads.values() if name == "MainThread"), [])
-    others = {s for tid, (_, ordered) in threads.items() if tid != pid for s in ordered}
-    return samples, others
+    named_main = next((tid for tid, (name, _) in threads.items() if name == "MainThread"), pid)
+    main = pid if threads.get(pid, ("", []))[1] else named_main
+    others = {
+        tid: ThreadWindow(Counter(ordered), ordered[-1], name or None)
+        for tid, (name, ordered) in threads.items()
+        if tid != main and ordered
+    }
+    return threads.get(main, ("", []))[1], stacks_of(others), others
 
 
 def failure(stderr: str) -> tuple:

@@ -67,6 +67,7 @@ from dltop.collect.stacks.pyspy import (
     PySpyRun,
     RunResult,
     ThreadStack,
+    ThreadWindow,
     dump_command,
     find_py_spy,
     parse_dump,
@@ -74,8 +75,10 @@ from dltop.collect.stacks.pyspy import (
     reap_killed,
     record_command,
 )
+from dltop.collect.stacks.threads import PipelineThreads
 from dltop.collect.stacks.trainer_time import TrainerSamples, workers_starting
-from dltop.model import Activity, Frame, Pipeline, TrainerTime, status_error
+from dltop.model import Activity, Frame, Pipeline, TrainerTime, WorkerThread, status_error
+from dltop.pipelines import thread_kind
 
 DUMP_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 1.0
@@ -120,6 +123,9 @@ class ProcessStacks:
     trainer_samples: TrainerSamples = field(default_factory=TrainerSamples)  # trainers
     pricing: Pricing = field(default_factory=Pricing)  # trainers: their sampling windows
     sweep: Sweep = field(default_factory=Sweep)
+    threads: PipelineThreads = field(default_factory=PipelineThreads)  # trainers whose pipeline runs on threads
+    names_run: Optional[PySpyRun] = None  # trainers: a dump for their threads' Python names
+    on_threads: bool = False  # a trainer whose pipeline runs on threads, as its newest samples say
 
 
 class SeenStack(NamedTuple):
@@ -193,12 +199,15 @@ class StackSampler:
             proc.role = role
             self._read_schedstat(proc, now, schedstat)
             self._collect(proc, now)
+            if proc.on_threads:
+                self._read_threads(proc, now)
         py_spy = self.py_spy
         if py_spy is None or not self._may_try(now):
             return
         self._budget.refill(elapsed, self.dumps_per_s, self.share)
         self._start_records(now, py_spy)
         self._start_dumps(now, py_spy)
+        self._start_name_dumps(now, py_spy)
 
     def probe_loaders(self, pids: list[int], timeout_s: float = PROBE_TIMEOUT_S) -> set[int]:
         """At attach: which of these trainers run a DataLoader with worker processes, from one
@@ -258,6 +267,14 @@ class StackSampler:
         """The input pipeline a trainer's main thread waits on, where its samples showed one."""
         proc = self.procs.get(pid)
         return proc.trainer_samples.pipeline() if proc is not None else None
+
+    def pipeline_threads(self, pid: int) -> tuple[list[WorkerThread], list[WorkerThread]]:
+        """(the threads a trainer's pipeline runs on now, those seen and gone since): empty but
+        for a trainer whose pipeline runs on threads."""
+        proc = self.procs.get(pid)
+        if proc is None or not proc.on_threads:
+            return [], []
+        return proc.threads.rows(), proc.threads.exited()
 
     def activity(self, pid: int) -> Activity:
         proc = self.procs.get(pid)
@@ -373,8 +390,8 @@ class StackSampler:
         """A py-spy record window: priced by what it cost, its samples added as a window."""
         began = _began(proc)
         proc.pricing.price_record(result.cpu_s, now - began.at)
-        samples, others = parse_record(result.text, proc.pid)
-        self._add_window(proc, samples, others, began.at, proc.pricing.rate, now)
+        samples, others, threads = parse_record(result.text, proc.pid)
+        self._add_window(proc, samples, others, threads, began.at, proc.pricing.rate, now)
 
     def _take_dump(self, proc: ProcessStacks, threads: list[ThreadStack]) -> None:
         """A dump: the newest stack; a trainer's counts as a sample of its time, a worker's first
@@ -382,11 +399,15 @@ class StackSampler:
         self._add_dump(proc, threads)
         if proc.role == "trainer" and proc.stack is not None:
             proc.trainer_samples.saw({proc.stack})
+            proc.on_threads = _on_threads(proc)
+            proc.threads.named({t.tid: t.name for t in threads})
         if proc.role == "worker" and proc.loader_config is None:
             config: dict[str, Any] = {}
             for thread in threads:
                 config.update(stackframes.worker_loop_config(thread.locals or {}))
-            proc.loader_config = config if "worker_id" in config else None
+            # another pipeline's worker process (torchdata's _apply_udf) has no _worker_loop to
+            # read: read once, it is swept and dumped by Austin as a DataLoader worker is
+            proc.loader_config = config if "worker_id" in config else {} if _pipeline_worker(proc) else None
 
     def _add_dump(self, proc: ProcessStacks, threads: list[ThreadStack]) -> None:
         main = _main_thread(threads, proc.pid)
@@ -397,14 +418,23 @@ class StackSampler:
         proc.stack, proc.stack_wall = main.frames, began.wall
         proc.kind = stackframes.process_kind(list(main.frames), proc.kind)
 
+    def _read_threads(self, proc: ProcessStacks, now: float) -> None:
+        """A thread pipeline's trainer: its threads' /proc files, and the names a dump brought."""
+        proc.threads.read(proc.pid, now, self._wall())
+        result = proc.names_run.poll() if proc.names_run is not None else None
+        if result is not None:
+            proc.names_run = None
+            if result.ok:
+                proc.threads.named({t.tid: t.name for t in parse_dump(result.text)})
+
     def _collect_stream(self, proc: ProcessStacks, run: StreamRun, now: float) -> None:
         """Every tick: the samples Austin wrote since the last, as a window of their own. A
         window that ended is priced; one that ended without a sample of a live trainer hands it
         to py-spy windows (Austin's lines name no cause: py-spy's say whether rights are missing)."""
         result = run.poll()
-        samples, others = parse_samples(run.take(), proc.pid, self._frame_cache)
+        samples, others, threads = parse_samples(run.take(), proc.pid, self._frame_cache, by_thread=proc.on_threads)
         if samples:
-            self._add_window(proc, samples, others, proc.stream_from, proc.pricing.rate, now)
+            self._add_window(proc, samples, others, threads, proc.stream_from, proc.pricing.rate, now)
             proc.pricing.samples += len(samples)
         proc.stream_from = now
         if result is None and not proc.pricing.samples and run.lines_taken >= STREAM_PROBE_LINES:
@@ -454,15 +484,21 @@ class StackSampler:
         proc: ProcessStacks,
         samples: list[tuple[Frame, ...]],
         others: set[tuple[Frame, ...]],
+        threads: dict[int, ThreadWindow],
         began: float,
         rate: float,
         now: float,
     ) -> None:
         """``samples``: the main thread's, in time order, ``rate`` a second from ``began``;
-        ``others``: the distinct stacks of its other threads. Every sample the same stack, window
-        after window: that stack is a streak."""
+        ``others``: the distinct stacks of its other threads; ``threads``: their samples by
+        thread, kept for a trainer whose pipeline runs on threads. Every sample the same stack,
+        window after window: that stack is a streak."""
         intervals = self.startups(proc.pid) if self.startups else []
-        proc.trainer_samples.add(samples, others, began, now, workers_starting(intervals, len(samples), began, rate))
+        starting = workers_starting(intervals, len(samples), began, rate)
+        proc.trainer_samples.add(samples, others, began, now, starting)
+        proc.on_threads = _on_threads(proc)
+        if proc.on_threads:
+            proc.threads.add_window(threads, now)
         if not samples:
             return
         stacks = Counter(samples)
@@ -535,6 +571,16 @@ class StackSampler:
             self._start(proc, PySpyRun(command, DUMP_TIMEOUT_S), now, recording=False)
             in_flight += 1
 
+    def _start_name_dumps(self, now: float, py_spy: str) -> None:
+        """A thread pipeline's trainer with threads Austin gave no name to: one non-blocking dump
+        for their names, on the routine budget, at most every ``NAMES_EVERY_S``."""
+        for proc in self.procs.values():
+            if proc.names_run is None and proc.on_threads and proc.threads.wants_names(now):
+                if not self._budget.take(ROUTINE):
+                    return
+                proc.names_run = PySpyRun(dump_command(py_spy, proc.pid), DUMP_TIMEOUT_S)
+                proc.threads.names_asked_at = now
+
     def _start(self, proc: ProcessStacks, run: PySpyRun, now: float, *, recording: bool) -> None:
         proc.run, proc.recording = run, recording
         proc.run_began = proc.hang.began(now, self._wall())
@@ -605,6 +651,9 @@ class NoStacks:
     def trainer_pipeline(self, pid: int) -> Optional[Pipeline]:
         return None
 
+    def pipeline_threads(self, pid: int) -> tuple[list[WorkerThread], list[WorkerThread]]:
+        return [], []
+
     def activity(self, pid: int) -> Activity:
         return "unknown"
 
@@ -645,10 +694,20 @@ def _began(proc: ProcessStacks) -> RunStart:
 
 
 def _stop_runs(proc: ProcessStacks) -> None:
-    for run in (proc.run, proc.sweep.run):
+    for run in (proc.run, proc.sweep.run, proc.names_run):
         if run is not None:
             run.kill()
-    proc.run = proc.sweep.run = None
+    proc.run = proc.sweep.run = proc.names_run = None
+
+
+def _on_threads(proc: ProcessStacks) -> bool:
+    """A trainer whose input pipeline runs on threads (not DataLoader's processes), as its samples show."""
+    return proc.role == "trainer" and proc.trainer_samples.pipeline() not in (None, "dataloader")
+
+
+def _pipeline_worker(proc: ProcessStacks) -> bool:
+    """A worker process running another pipeline's worker loop (torchdata's ``_apply_udf``)."""
+    return proc.stack is not None and thread_kind(list(proc.stack)) == "worker"
 
 
 def _hand_to_py_spy(proc: ProcessStacks) -> None:
