@@ -15,7 +15,7 @@ from typing import Optional
 
 from dltop.diagnose.capacity import Capacity, capacities
 from dltop.diagnose.figures import bench_args, input_bound_wait, loader_change, wait_error
-from dltop.diagnose.knobs import is_dataloader, on_threads, thread_unit
+from dltop.diagnose.knobs import count_keyword, is_dataloader, on_threads, thread_unit
 from dltop.diagnose.threads import hot_thread_frame
 from dltop.diagnose.window import Window
 from dltop.frames import costly_frame
@@ -235,7 +235,7 @@ def _changes(
         change["OMP_NUM_THREADS"] = threads
     if more is not None:
         parts.append(loader_change(cap.loader, num_workers=more) + _across_ranks(cap, more))
-        change["num_workers"] = more
+        change[count_keyword(cap.loader)] = more
     if reshard is not None:
         parts.append(reshard)
     return parts, change

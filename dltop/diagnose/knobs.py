@@ -47,6 +47,12 @@ def on_threads(loader: LoaderSample) -> bool:
     return loader.start_method == "thread" or (loader.pipeline in THREAD_PIPELINES and not loader.worker_pids)
 
 
+def count_keyword(loader: LoaderSample) -> str:
+    """The keyword its worker count goes by, as ``evidence.change`` names it."""
+    knob = KNOBS.get(loader.pipeline) if loader.pipeline is not None else None
+    return knob.keyword if knob is not None else "num_workers"
+
+
 def thread_unit(loader: LoaderSample) -> str:
     return "thread(s)" if on_threads(loader) else "worker(s)"
 

@@ -66,7 +66,8 @@ def test_io_bound_threads_get_more_of_them_in_their_pipelines_words(pipeline, si
     assert "gil-bound" not in found  # waiting threads leave the GIL free
     bound = found["input-bound"]
     more = bound.evidence["suggested_workers"]
-    assert more > 2 and bound.evidence["change"] == {"num_workers": more}
+    keyword = knob.split("=", 1)[0]  # the pipeline's own: num_workers, concurrency, max_workers
+    assert more > 2 and bound.evidence["change"] == {keyword: more}
     assert bound.suggestion.startswith(knob.format(n=more))
     assert "DataLoader" not in bound.suggestion + bound.detail and bound.bench_args is None
     assert f"about {more} thread(s)" in bound.detail and "share one GIL" in bound.detail
