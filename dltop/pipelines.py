@@ -104,9 +104,19 @@ def thread_activity(frames: list[Frame]) -> Activity:
     """fetching | sending | idle for a pipeline's thread or worker process: fetching while code
     other than the pipeline's machinery runs under its loop (the user's function, a decoder),
     sending while the machinery puts an item on a full queue, else idle (waiting for work, or
-    moving items along)."""
+    moving items along). A feeder of the user's own (a thread filling a queue) is idle while
+    it waits on a hand-over (its workers' futures, a queue) and sending while it puts: a
+    worker's wait inside the user's function is its fetch (a slow store, or a hang)."""
     start = _loop_start(frames)
     inner = frames[start + 1 :] if start is not None else frames
+    in_worker_loop = any(_calls(f, WORKER_LOOPS) for f in frames)
+    if not in_worker_loop:
+        own = max((i for i, f in enumerate(inner) if f.kind != "stdlib"), default=-1)
+        handing = inner[own + 1 :]
+        if any(_calls(f, PUT) for f in handing):
+            return "sending"
+        if any(_calls(f, HAND_OVER) for f in handing):
+            return "idle"
     if any(f.kind != "stdlib" and library(f) is None for f in inner):
         return "fetching"
     return "sending" if any(_calls(f, PUT) for f in inner) else "idle"

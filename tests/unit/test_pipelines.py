@@ -88,6 +88,8 @@ def test_what_a_pipeline_thread_is_doing():
     torchdata = threads("pipeline_torchdata_threads.json")
     assert pipelines.thread_activity(torchdata["Thread-2 (_apply_udf)"]) == "fetching"
     assert pipelines.thread_activity(torchdata["Thread-1 (_populate_queue)"]) == "idle"
+    # a user's thread filling the queue waits on its workers' futures: idle, not fetching
+    assert pipelines.thread_activity(threads("pipeline_threads.json")["Thread-1 (_fill)"]) == "idle"
 
 
 def test_torch_and_other_threads_are_no_part_of_a_pipeline():
