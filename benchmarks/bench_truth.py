@@ -7,6 +7,7 @@
     python benchmarks/bench_truth.py --subset compat --job-python /work/venv-torch24/bin/python
     python benchmarks/bench_truth.py --subset libs --out /tmp/truth-libs   # real libraries (~35 min)
     python benchmarks/bench_truth.py --subset stopped --out /tmp/truth-stopped  # stopped runs (~20 min)
+    python benchmarks/bench_truth.py --subset pipelines --out /tmp/truth-pipes  # not DataLoader (~15 min)
     python benchmarks/bench_truth.py --cell 'stop-lock-*' --cell 'stop-none-h5'
 
 Cells: start method (fork | spawn | forkserver) x persistent or not x epoch length (short: 10
@@ -27,6 +28,10 @@ create_loader (in its own venv, --timm-python), and a loop inside a Jupyter kern
 by a lock in its code, a desync, its hung DataLoader worker, a busy loop, a FIFO read, and the
 controls (a slow rank that moves, a healthy run), each at --hang-after 20 and 5: the rank and line
 named against the job's stop.json, and the time from the stall to the verdict (truth_stopped.py).
+``--subset pipelines`` (or ``--cell 'pipe-*'``): input pipelines that are not DataLoader workers
+(torchdata.nodes threads and processes, SPDL, a thread-pool prefetcher; tests/jobs/pipeline_job.py)
+on a slow store and on a GIL-holding decode: the pipeline named, its data wait, its worker threads,
+the finding and its advice applied (truth_pipelines.py).
 Truth per trainer: the job's clock, py-spy at 50 Hz on each trainer, worker pids, which workers
 served samples, the job's own rate with nothing attached; advice applied as medians of 3 short runs
 before and after (alternating), nothing attached.
@@ -51,6 +56,7 @@ from pathlib import Path
 from typing import Optional
 
 import truth_observe as observe
+import truth_pipelines
 import truth_stopped
 from truth_checks import (
     Check,
@@ -829,15 +835,16 @@ def lib_run_speedup(outcomes: list) -> Optional[Check]:
     return found
 
 
-# -- stopped runs (truth_stopped.py) -------------------------------------------------------------
+# -- stopped runs (truth_stopped.py) and pipelines (truth_pipelines.py) ----------------------------
 
 
-def run_stop_cell(c: truth_stopped.StopCell, run: Run, scratch: Path) -> Outcome:
+def run_module_cell(c, run: Run, scratch: Path) -> Outcome:
     outcome = Outcome(c.name)
+    fill = truth_stopped.run_stop_cell if isinstance(c, truth_stopped.StopCell) else truth_pipelines.run_pipe_cell
     with run.lock.measuring():
         began = time.monotonic()
         try:
-            truth_stopped.run_stop_cell(c, run, Path(tempfile.mkdtemp(prefix=f"{c.name}-", dir=scratch)), outcome)
+            fill(c, run, Path(tempfile.mkdtemp(prefix=f"{c.name}-", dir=scratch)), outcome)
         except (AssertionError, RuntimeError) as failure:
             outcome.error = str(failure)[-800:]
         except Exception:  # noqa: BLE001 (a report shaped otherwise than the checks expect: this cell's error)
@@ -900,6 +907,9 @@ def write(out: Optional[str], outcomes: list, header: str) -> None:
     text = markdown(outcomes, header)
     if stopped:
         text += "\n## Stopped runs\n\n" + truth_stopped.table(stopped)
+    pipes = [o for o in outcomes if o.name.startswith("pipe-")]
+    if pipes:
+        text += "\n## Input pipelines\n\n" + truth_pipelines.table(pipes)
     base.with_suffix(".md").write_text(text)
 
 
@@ -919,10 +929,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--subset",
-        choices=["all", "compat", "libs", "stopped"],
+        choices=["all", "compat", "libs", "stopped", "pipelines"],
         default="all",
-        help="libs: the jobs on real libraries (tests/jobs) instead of the matrix; stopped: the stopped runs "
-        "(with 'all' they run only when --cell names them)",
+        help="libs: the jobs on real libraries (tests/jobs) instead of the matrix; stopped: the stopped runs; "
+        "pipelines: input pipelines that are not DataLoader workers (with 'all' these two run only when --cell "
+        "names them)",
     )
     parser.add_argument("--timm-python", default="/work/venv-timm/bin/python", help="python with timm (libs)")
     parser.add_argument("--wds-dir", default="/tmp/truth-wds", help="webdataset shards (libs; made once)")
@@ -947,8 +958,9 @@ def main() -> None:
     parser.add_argument("--tree", help="run dltop and the jobs from this copy of the source tree")
     parser.add_argument("--out", help="write the table to OUT.md and OUT.json (updated after every cell)")
     args = parser.parse_args()
-    stopped = truth_stopped.stopped_cells()
-    cells = {"libs": lib_matrix(), "stopped": stopped}.get(args.subset) or matrix()
+    stopped, pipes = truth_stopped.stopped_cells(), truth_pipelines.pipeline_cells()
+    cells = {"libs": lib_matrix(), "stopped": stopped, "pipelines": pipes}.get(args.subset) or matrix()
+    stopped = stopped + pipes  # with 'all', these run only when --cell names them
     if args.subset == "compat":
         cells = [c for c in cells if c.name in COMPAT]
     names = [c.name for c in cells] + (["imagenet"] if args.subset == "all" else [])
@@ -970,8 +982,8 @@ def main() -> None:
     outcomes: list = []
     with tempfile.TemporaryDirectory(prefix="dltop-truth-") as scratch:
         for c in [c for c in cells if c.name in chosen for _ in range(args.repeat)]:
-            if isinstance(c, truth_stopped.StopCell):
-                outcomes.append(run_stop_cell(c, run, Path(scratch)))
+            if isinstance(c, (truth_stopped.StopCell, truth_pipelines.PipeCell)):
+                outcomes.append(run_module_cell(c, run, Path(scratch)))
             elif isinstance(c, LibCell):
                 outcomes.append(run_lib_cell(c, run, Path(scratch)))
                 lib_run_speedup(outcomes)  # a check of the slow DDP cell, once both DDP cells ran
@@ -990,6 +1002,8 @@ def main() -> None:
     print("\n" + summary(outcomes))
     if any(o.name.startswith("stop-") for o in outcomes):
         print("\n" + truth_stopped.table([o for o in outcomes if o.name.startswith("stop-")]))
+    if any(o.name.startswith("pipe-") for o in outcomes):
+        print("\n" + truth_pipelines.table([o for o in outcomes if o.name.startswith("pipe-")]))
 
 
 if __name__ == "__main__":
