@@ -172,7 +172,11 @@ def _pipeline_worker(frames: list) -> bool:
 
 
 def uses_worker_processes(frames: list) -> bool:
-    """A trainer stack inside a DataLoader iterator that has worker processes."""
+    """A trainer stack inside a DataLoader iterator that has worker processes, or inside
+    another input pipeline (torchdata.nodes, SPDL, a queue of its own), which may have some."""
+    call = input_call(frames)
+    if call is not None and call.pipeline != "dataloader":
+        return True
     return any(
         f.file.endswith(DATALOADER)
         and (_short(f.function) in WORKER_ITER_METHODS or "_MultiProcessingDataLoaderIter" in f.function)

@@ -74,7 +74,14 @@ class Collector:
         self.exits = ExitWatcher()
         self.startups = StartupWatcher(WORKER_COMMS)
         self.stacks.startups = self.startups.intervals
-        self._probed_loaders = self.stacks.probe_loaders(self.tree.trainer_pids)
+        probed = self.stacks.probe_loaders(self.tree.trainer_pids)
+        self._probed_loaders = {pid for pid, kind in probed.items() if kind == "loader"}
+        self._probed_kinds = self.discovery.stack_kinds_of({p: k for p, k in probed.items() if k == "worker"})
+        if self._probed_kinds:
+            # a pipeline's forked worker processes looked like ranks of a launcher: their stacks say
+            # what they are, before the first tick lists them
+            self.discovery.stack_kinds = dict(self._probed_kinds)
+            self.tree = self.discovery.refresh(self.tree)
         self.sources = SourceLines()
         self.logs = TrainerLogs()
         self.lifecycle = WorkerLifecycle()
@@ -122,7 +129,7 @@ class Collector:
         ``_worker_loop`` (or another target), and which trainers run a DataLoader with workers."""
         self.discovery.loader_trainers = {t for t, h in self.lifecycle.trainers.items() if h.started_total}
         self.discovery.loader_trainers |= self._probed_loaders
-        self.discovery.stack_kinds = self.stacks.stack_kinds()
+        self.discovery.stack_kinds = {**self._probed_kinds, **self.stacks.stack_kinds()}
         self.discovery.loader_trainers |= self.stacks.loader_trainers()
 
     def _forget_gone(self, tree: JobTree, stats: dict) -> None:

@@ -244,6 +244,10 @@ class Discovery:
             for key in [k for k in cache if k[0] not in pids]:
                 del cache[key]
 
+    def stack_kinds_of(self, kinds: dict[int, str]) -> dict[tuple, str]:
+        """``stack_kinds`` entries for these pids' kinds (keyed as the sampler keys them)."""
+        return {self._key(pid): kind for pid, kind in kinds.items()}
+
     def _key(self, pid: int) -> tuple:
         stat = self.table.stats.get(pid)
         return (pid, stat.start_ticks if stat else None)

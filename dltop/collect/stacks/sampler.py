@@ -209,14 +209,16 @@ class StackSampler:
         self._start_dumps(now, py_spy)
         self._start_name_dumps(now, py_spy)
 
-    def probe_loaders(self, pids: list[int], timeout_s: float = PROBE_TIMEOUT_S) -> set[int]:
-        """At attach: which of these trainers run a DataLoader with worker processes, from one
-        non-blocking dump each, waited for (briefly) so the very first tick knows a spawn worker
-        still importing torch for a worker, not a helper."""
+    def probe_loaders(self, pids: list[int], timeout_s: float = PROBE_TIMEOUT_S) -> dict[int, str]:
+        """At attach, what each of these trainers' main-thread stack says of it, from one
+        non-blocking dump each, waited for (briefly): "loader" (it runs an input pipeline with
+        worker processes, so the very first tick knows a spawn worker still importing torch for
+        a worker, not a helper), "worker" (a pipeline's worker process that looked like a rank:
+        a forked child with its parent's command line), else what ``process_kind`` says."""
         if self.py_spy is None:
-            return set()
+            return {}
         runs = {pid: PySpyRun(dump_command(self.py_spy, pid), timeout_s) for pid in pids}
-        found: set[int] = set()
+        found: dict[int, str] = {}
         while runs:
             for pid, run in list(runs.items()):
                 result = run.poll()
@@ -224,8 +226,10 @@ class StackSampler:
                     continue
                 del runs[pid]
                 main = _main_thread(parse_dump(result.text), pid) if result.ok else None
-                if main is not None and stackframes.uses_worker_processes(list(main.frames)):
-                    found.add(pid)
+                if main is not None:
+                    frames = list(main.frames)
+                    kind = stackframes.process_kind(frames)
+                    found[pid] = "loader" if kind != "worker" and stackframes.uses_worker_processes(frames) else kind
             time.sleep(0.01)
         return found
 
@@ -627,8 +631,8 @@ class NoStacks:
     def update(self, members: list[tuple[int, int, str, Optional[tuple[int, int, int]]]]) -> None:
         pass
 
-    def probe_loaders(self, pids: list[int], timeout_s: float = PROBE_TIMEOUT_S) -> set[int]:
-        return set()
+    def probe_loaders(self, pids: list[int], timeout_s: float = PROBE_TIMEOUT_S) -> dict[int, str]:
+        return {}
 
     def stack_of(self, pid: int) -> Optional[SeenStack]:
         return None
