@@ -69,6 +69,9 @@ class Settings:
     gil_cores: float = 0.85
     gil_cores_max: float = 1.25
     gil_busy_percent: float = 50.0
+    # ... or, with the trainer's data wait under input-bound's line, busy at least this share: a
+    # pipeline that never gets ahead (one ahead blocks in put), so the trainer's step waits for the GIL
+    gil_saturated_busy_percent: float = 80.0
     # worker-died for a pipeline thread: gone at least this long, the trainer waiting for data, and no
     # thread of its kind in its place (an epoch's reset replaces them within a tick or two)
     thread_gone_s: float = 5.0

@@ -1,6 +1,7 @@
 """The GIL: a thread pipeline whose threads are CPU-bound in Python (gil-bound). Threads of one
 process run Python one at a time: when they and the trainer's main thread together use about one
-core while the trainer waits for data, more threads only queue for the same lock. The capacity
+core while the trainer waits for data (or, their work never ahead of it, for the GIL in its own
+step), more threads only queue for the same lock. The capacity
 model reads the same judgement (``gil_load``) as a cap, so input-bound never asks for more threads
 this rule says will not help.
 
@@ -13,7 +14,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from dltop.diagnose.figures import column_means, cpu_figures, input_bound_wait, loader_at, processes_by_pid
+from dltop.diagnose.figures import (
+    column_means,
+    cpu_figures,
+    input_bound_wait,
+    loader_at,
+    processes_by_pid,
+    trusted_wait,
+)
 from dltop.diagnose.knobs import KNOBS, NAMES, found_site, on_threads
 from dltop.diagnose.threads import doers, hot_thread_frame, pipeline_cores, thread_figures
 from dltop.diagnose.window import Window
@@ -58,8 +66,14 @@ def _gil_load(window: Window, trainer_pid: int, dataset: Optional[str], settings
     wait = input_bound_wait(loader, settings)
     figures = thread_figures(window, loader)
     threads = pipeline_cores(window, loader)
-    if wait is None or threads is None or figures.busy * 100 < settings.gil_busy_percent:
+    if threads is None or figures.busy * 100 < settings.gil_busy_percent:
         return None
+    if wait is None:
+        # threads that never get ahead of the trainer (a pipeline ahead fills its queue and blocks
+        # in put) make it wait, for data or, where Python runs in its step, for the GIL
+        wait = trusted_wait(loader, settings.min_stack_samples)
+        if wait is None or figures.busy * 100 < settings.gil_saturated_busy_percent:
+            return None
     main = column_means(window.per_tick(cpu_figures, trainer_pid)[1:], width=3)[2] or 0.0  # rates: a tick before
     load = GilLoad(wait, threads, main, figures.busy, len(doers(loader.worker_threads)) or loader.num_workers)
     return load if settings.gil_cores <= load.cores <= settings.gil_cores_max else None
@@ -70,11 +84,11 @@ def gil_bound(window: Window, settings: Settings) -> list[Finding]:
     for loader in window.latest.loaders:
         load = gil_load(window, loader, settings)
         if load is not None:
-            findings.append(_finding(window, loader, load))
+            findings.append(_finding(window, loader, load, settings))
     return findings
 
 
-def _finding(window: Window, loader: LoaderSample, load: GilLoad) -> Finding:
+def _finding(window: Window, loader: LoaderSample, load: GilLoad, settings: Settings) -> Finding:
     hot = hot_thread_frame(window, loader)
     fix, change = _fix(loader, load.workers)
     pipeline = NAMES[loader.pipeline] if loader.pipeline is not None else "input"
@@ -82,7 +96,8 @@ def _finding(window: Window, loader: LoaderSample, load: GilLoad) -> Finding:
         id=GIL_BOUND,
         severity="warning",
         title=f"Trainer {loader.trainer_pid}'s {pipeline} threads are bound by the GIL: {load.cores:.2f} cores of"
-        f" Python while it waits for data {load.wait * 100:.0f}% of the time",
+        f" Python while it waits for data {load.wait * 100:.0f}% of the time"
+        + ("" if load.wait * 100 >= settings.input_bound_percent else " and for the GIL in its step"),
         detail=f"{load.workers} thread(s), busy {load.busy * 100:.0f}% of their samples, use {load.threads_cores:.2f}"
         f" cores together and the trainer's main thread {load.main_cores:.2f}: about the one core Python lets the"
         " threads of one process run at once (they share one GIL). More threads will not help: they would queue"
