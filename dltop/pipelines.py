@@ -29,6 +29,14 @@ HAND_OVER: dict[str, tuple[str, ...]] = {
     "concurrent/futures/_base.py": ("result", "as_completed", "wait"),
 }
 PUT: dict[str, tuple[str, ...]] = {"/queue.py": ("put",), "multiprocessing/queues.py": ("put",)}
+# calls by which a thread of the user's own feeds a pipeline: putting items on a queue, or handing
+# work to a pool and collecting it
+FEEDS: dict[str, tuple[str, ...]] = {
+    **PUT,
+    "concurrent/futures/thread.py": ("submit",),
+    "concurrent/futures/process.py": ("submit",),
+    "concurrent/futures/_base.py": ("result", "as_completed", "wait", "map"),
+}
 # where a thread (or a process) of a pipeline runs the per-sample function, in a loop
 WORKER_LOOPS: dict[str, tuple[str, ...]] = {
     "torchdata/nodes/_apply_udf.py": ("_apply_udf",),  # ParallelMapper's threads and processes
@@ -77,6 +85,14 @@ def input_call(frames: list[Frame]) -> Optional[InputCall]:
     return None
 
 
+def pipeline_of_threads(stacks: list[list[Frame]]) -> Optional[Pipeline]:
+    """The pipeline a trainer's pipeline threads (``thread_kind``'s, each its newest stack) run:
+    their library's, else the user's own threads; for a trainer whose main thread was never
+    caught waiting for its input."""
+    named = next((pipeline for stack in stacks for frame in stack if (pipeline := library(frame))), None)
+    return named or ("threads" if stacks else None)
+
+
 def _loop_start(frames: list[Frame]) -> Optional[int]:
     """Index of the frame a pipeline thread's work starts under: its worker loop, else the
     innermost frame of the thread's start-up (``Thread.run``)."""
@@ -90,14 +106,18 @@ def thread_kind(frames: list[Frame]) -> Optional[ThreadKind]:
     """worker | feeder | None for a thread other than the main one (or a child process): a
     worker runs the per-sample function in a loop (torchdata's ``_apply_udf``, a
     ThreadPoolExecutor's ``_worker``); a feeder runs a pipeline library's own code, or the user's
-    code as a thread's target (a thread filling a queue); None is no part of a pipeline (torch's
-    pin-memory thread, a logger's, a library's other threads)."""
+    code as a thread's target caught feeding (putting on a queue, handing work to a pool or
+    collecting it); None is no part of a pipeline (torch's pin-memory thread, a logger's, a
+    metrics thread, a library's other threads). One stack is one glimpse: a caller that keeps a
+    thread once it was seen feeding sees a feeder busy reading between its puts."""
     if any(_calls(f, WORKER_LOOPS) for f in frames):
         return "worker"
     if any(library(f) for f in frames):
         return "feeder"
     start = _loop_start(frames)
-    return "feeder" if start is not None and any(f.kind == "user" for f in frames[start + 1 :]) else None
+    if start is None or not any(f.kind == "user" for f in frames[start + 1 :]):
+        return None
+    return "feeder" if any(_calls(f, FEEDS) for f in frames[start + 1 :]) else None
 
 
 def thread_activity(frames: list[Frame]) -> Activity:

@@ -92,6 +92,23 @@ def test_what_a_pipeline_thread_is_doing():
     assert pipelines.thread_activity(threads("pipeline_threads.json")["Thread-1 (_fill)"]) == "idle"
 
 
+def test_a_thread_of_the_users_own_is_a_feeder_only_when_seen_feeding():
+    start = [
+        make_frame("Thread._bootstrap", "/usr/lib/python3.11/threading.py", 1002),
+        make_frame("Thread.run", "/usr/lib/python3.11/threading.py", 982),
+    ]
+    metrics = [*start, make_frame("publish", "/job/metrics.py", 20)]  # a clock or metrics thread, sleeping
+    filler = threads("pipeline_threads.json")["Thread-1 (_fill)"]  # waiting on its pool's futures
+    putting = [
+        *start,
+        make_frame("produce", "/job/train.py", 30),
+        make_frame("Queue.put", "/usr/lib/python3.11/queue.py", 140),
+    ]
+    assert pipelines.thread_kind(metrics) is None
+    assert pipelines.thread_kind(filler) == "feeder"
+    assert pipelines.thread_kind(putting) == "feeder"
+
+
 def test_torch_and_other_threads_are_no_part_of_a_pipeline():
     pin = [
         make_frame("Thread._bootstrap", "/usr/lib/python3.11/threading.py", 1002),

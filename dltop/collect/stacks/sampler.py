@@ -78,7 +78,7 @@ from dltop.collect.stacks.pyspy import (
 from dltop.collect.stacks.threads import PipelineThreads
 from dltop.collect.stacks.trainer_time import TrainerSamples, workers_starting
 from dltop.model import Activity, Frame, Pipeline, TrainerTime, WorkerThread, status_error
-from dltop.pipelines import thread_kind
+from dltop.pipelines import pipeline_of_threads, thread_kind
 
 DUMP_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 1.0
@@ -268,9 +268,16 @@ class StackSampler:
         return proc.trainer_samples.time() if proc is not None else None
 
     def trainer_pipeline(self, pid: int) -> Optional[Pipeline]:
-        """The input pipeline a trainer's main thread waits on, where its samples showed one."""
+        """The input pipeline a trainer's main thread waits on, where its samples showed one;
+        else the one its pipeline threads run (a trainer its threads never leave waiting, or
+        one that waits for the GIL rather than in ``next()``)."""
         proc = self.procs.get(pid)
-        return proc.trainer_samples.pipeline() if proc is not None else None
+        if proc is None:
+            return None
+        seen = proc.trainer_samples
+        if seen.pipeline() is not None or seen.worker_loader:
+            return seen.pipeline() or "dataloader"
+        return pipeline_of_threads([t.stack or [] for t in proc.threads.rows()])
 
     def pipeline_threads(self, pid: int) -> tuple[list[WorkerThread], list[WorkerThread]]:
         """(the threads a trainer's pipeline runs on now, those seen and gone since): empty but
@@ -705,8 +712,9 @@ def _stop_runs(proc: ProcessStacks) -> None:
 
 
 def _on_threads(proc: ProcessStacks) -> bool:
-    """A trainer whose input pipeline runs on threads (not DataLoader's processes), as its samples show."""
-    return proc.role == "trainer" and proc.trainer_samples.pipeline() not in (None, "dataloader")
+    """A trainer whose input pipeline may run on threads: not DataLoader's, as its samples show
+    (its threads are judged one by one: those of no pipeline are not kept)."""
+    return proc.role == "trainer" and proc.trainer_samples.pipeline() != "dataloader"
 
 
 def _pipeline_worker(proc: ProcessStacks) -> bool:
