@@ -272,6 +272,34 @@ def shard_indices(local_vars: dict) -> Optional[list[int]]:
     return None
 
 
+# a local that may be a dataset's own list of shards, as py-spy shows it: a list of file names, or
+# a brace pattern (webdataset's "shard-{000..009}.tar"); a forked worker's frames include the
+# trainer's that built its loader, and webdataset's own hold the URL it reads now (``url``)
+_FILE_LIST = re.compile(r'\[\s*"[^"]*\.\w+"\s*[,\]]')
+_BRACE_NAME = re.compile(r'"[^"]*\{[^"]*\}[^"]*\.\w+"')
+_URL_FRAMES = ("tar_file_expander", "url_opener")
+
+
+def shard_list_locals(local_vars: dict) -> dict[str, str]:
+    """``"<function>'s <name>"`` -> repr, for the locals that may list a dataset's shards (what
+    they count and which list is the dataset's is ``collect.processes.shard_lists``'s to judge)."""
+    found = {}
+    for function, values in local_vars.items():
+        for name, value in (values if isinstance(values, dict) else {}).items():
+            if isinstance(value, str) and (_FILE_LIST.match(value) or _BRACE_NAME.fullmatch(value)):
+                found[f"{_short(function)}'s {name}"] = value
+    return found
+
+
+def shard_url(local_vars: dict) -> Optional[str]:
+    """The URL a webdataset worker reads now (a remote one is no open file to see)."""
+    for function, values in local_vars.items():
+        url = values.get("url") if _short(function) in _URL_FRAMES and isinstance(values, dict) else None
+        if isinstance(url, str) and url.startswith('"') and url.endswith('"'):
+            return url[1:-1]
+    return None
+
+
 def worker_loop_config(local_vars: dict) -> dict:
     """num_workers, persistent_workers, worker_id, batch_size, dataset_kind from ``_worker_loop``'s
     locals (a full dump: ``py-spy dump --locals``); keys whose value py-spy did not show are left out."""
@@ -282,6 +310,11 @@ def worker_loop_config(local_vars: dict) -> dict:
     shards = shard_indices(local_vars)
     if shards is not None:
         config["shard_indices"] = shards
+    lists, url = shard_list_locals(local_vars), shard_url(local_vars)
+    if lists:
+        config["shard_lists"] = lists
+    if url:
+        config["shard_url"] = url
     for name in ("num_workers", "worker_id"):
         if str(loop.get(name, "")).isdigit():
             config[name] = int(loop[name])
