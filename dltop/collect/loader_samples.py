@@ -18,7 +18,7 @@ from dltop.collect.events.lifecycle import WorkerLifecycle
 from dltop.collect.events.trainer_log import TrainerLogs
 from dltop.collect.processes.discovery import PIN_THREAD_COMMS, JobTree
 from dltop.collect.processes.loaders import LoaderGroup, loader_key, split_loaders
-from dltop.collect.processes.shards import ShardFiles, parts_from_indices
+from dltop.collect.processes.shards import ShardFiles
 from dltop.collect.procfs import thread_names
 from dltop.collect.stacks.sampler import Stacks
 from dltop.collect.stacks.source_lines import LoaderSite, SourceLines
@@ -178,15 +178,15 @@ class LoaderSamples:
         if kind != "iterable":
             return None, None
         configs = [trainer.configs.get(p) for p in group.worker_pids]
-        dealt = parts_from_indices(configs, group.config.get("num_workers", 0))
-        return self._iterable_parts(trainer.pid, trainer.kept, dataset, group.worker_pids or [trainer.pid], dealt)
+        key, pids = (trainer.pid, dataset or ""), group.worker_pids or [trainer.pid]
+        found = self.shards.parts(key, pids, configs, group.config.get("num_workers", 0))
+        return self._iterable_parts(trainer.pid, trainer.kept, dataset, found)
 
-    def _iterable_parts(self, trainer: int, kept: _Kept, dataset: Optional[str], pids: list, dealt: tuple) -> tuple:
-        """(parts, where counted) of an iterable loader's source: the shard indices its workers were
-        dealt (``dealt``), the shard files its workers (or its trainer, with num_workers=0) hold open,
-        else what its library told the trainer's log. Once known, a count stays (a log's message
+    def _iterable_parts(self, trainer: int, kept: _Kept, dataset: Optional[str], found: tuple) -> tuple:
+        """(parts, where counted) of an iterable loader's source: the dataset's own account or the
+        shard files its workers (or its trainer, with num_workers=0) hold open (``found``), else
+        what its library told the trainer's log. Once known, a count stays (a log's message
         scrolls away, a shard is closed between files)."""
-        found = dealt if dealt[0] is not None else self.shards.parts((trainer, dataset or ""), pids)
         if found[0] is None:
             found = self.logs.shard_limit(trainer)
         if found != (None, None):

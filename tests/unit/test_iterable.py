@@ -95,8 +95,9 @@ def test_the_parts_are_counted_from_the_shards_each_worker_was_dealt_once_all_sh
     local_vars = {"_iter_pytorch": {"shards_indices": "[1, 3]"}, "_worker_loop": {"worker_id": "1"}}
     assert worker_loop_config(local_vars)["shard_indices"] == [1, 3]
     dealt = [{"shard_indices": [0, 2]}, {"shard_indices": [1, 3]}, {"shard_indices": []}]
-    assert parts_from_indices(dealt, 3)[0] == 4
-    assert parts_from_indices(dealt[:2], 3) == (None, None)  # a worker not read yet may hold the last
+    counted = parts_from_indices(dealt, 3)
+    assert counted is not None and counted.parts == 4 and counted.seen is None
+    assert parts_from_indices(dealt[:2], 3) is None  # a worker not read yet may hold the last
 
 
 def test_a_shard_file_is_a_numbered_data_file_and_its_siblings_share_its_name():
