@@ -17,7 +17,6 @@ from typing import Any, Optional
 from dltop.diagnose.figures import (
     column_means,
     cpu_figures,
-    input_bound_wait,
     loader_at,
     processes_by_pid,
     trusted_wait,
@@ -63,17 +62,16 @@ def _gil_load(window: Window, trainer_pid: int, dataset: Optional[str], settings
     trainer = processes_by_pid(window.latest).get(trainer_pid)
     if loader is None or trainer is None or not on_threads(loader) or free_threaded(trainer):
         return None
-    wait = input_bound_wait(loader, settings)
+    wait = trusted_wait(loader, settings.min_stack_samples)
     figures = thread_figures(window, loader)
     threads = pipeline_cores(window, loader)
-    if threads is None or figures.busy * 100 < settings.gil_busy_percent:
+    if wait is None or threads is None or figures.busy * 100 < settings.gil_busy_percent:
         return None
-    if wait is None:
-        # threads that never get ahead of the trainer (a pipeline ahead fills its queue and blocks
-        # in put) make it wait, for data or, where Python runs in its step, for the GIL
-        wait = trusted_wait(loader, settings.min_stack_samples)
-        if wait is None or figures.busy * 100 < settings.gil_saturated_busy_percent:
-            return None
+    if wait * 100 < settings.gil_wait_percent and figures.busy * 100 < settings.gil_saturated_busy_percent:
+        # the trainer fed, and threads often ahead of it (blocked handing items over): not bound;
+        # threads never ahead of it make it wait, for data or, where Python runs in its step, for
+        # the GIL, where samples count it as running
+        return None
     main = column_means(window.per_tick(cpu_figures, trainer_pid)[1:], width=3)[2] or 0.0  # rates: a tick before
     load = GilLoad(wait, threads, main, figures.busy, len(doers(loader.worker_threads)) or loader.num_workers)
     return load if settings.gil_cores <= load.cores <= settings.gil_cores_max else None
