@@ -282,43 +282,54 @@ def trainer_stalled(window: Window, settings: Settings) -> list[Finding]:
     workers = [p for p in latest.processes if p.role == "worker" and p.state not in ENDED]
     findings = []
     for trainer in latest.processes:
-        if trainer.role != "trainer" or not trainer.stack or trainer.state in ENDED:
+        if not _stalled_outside_input(trainer, latest, workers, settings):
             continue
-        if not is_stuck(trainer, settings.hang_after_s):
-            continue
-        if is_dataloader_machinery(trainer.stack) or input_call(trainer.stack) is not None:
-            continue  # waiting in its input pipeline: a worker's problem, reported by worker-hung
-        mine = [w for w in workers if w.trainer_pid == trainer.pid]
-        threads = [t for ld in latest.loaders if ld.trainer_pid == trainer.pid for t in ld.worker_threads]
-        if any(a not in ("idle", "unknown") for a in [w.activity for w in mine] + [t.activity for t in threads]):
-            continue
-        leaf = trainer.stack[-1]
-        where = user_frame(trainer.stack) or leaf
-        code = f" (`{leaf.code}`)" if leaf.code else ""
-        findings.append(
-            Finding(
-                id=TRAINER_STALLED,
-                severity="warning",
-                title=f"Trainer {trainer.pid} stalled {trainer.stuck_s:.0f}s in {where.function} (not the DataLoader)",
-                detail=f"Its main thread has kept one stack without using CPU for {trainer.stuck_s:.0f}s, at "
-                f"{leaf.where()}{code}; its {len(mine)} workers are idle with batches ready. The input "
-                "pipeline is not the cause: look at this call (a collective waiting for another rank, a lock, "
-                "I/O).",
-                pids=[trainer.pid],
-                evidence={
-                    "pid": trainer.pid,
-                    "stuck_s": round(trainer.stuck_s or 0.0, 1),  # is_stuck: set
-                    "stuck_frame": leaf.where(),
-                    "user_frame": where.where(),
-                    "code": leaf.code,
-                    "workers_idle": len(mine),
-                },
-                suggestion="Do not change the DataLoader for this. If the call is a collective, find the rank "
-                "that has not arrived (dltop --pid on each rank; py-spy dump on the others).",
-                impact=1.0,
-            )
-        )
+        findings.append(_stalled_finding(trainer, [w for w in workers if w.trainer_pid == trainer.pid]))
     return findings
+
+
+def _stalled_outside_input(
+    trainer: ProcessSample, latest: Snapshot, workers: list[ProcessSample], settings: Settings
+) -> bool:
+    """A trainer stuck past the hang threshold outside its input pipeline, whose workers (processes
+    or threads) all wait: the cause is its own call, not the input."""
+    if trainer.role != "trainer" or not trainer.stack or trainer.state in ENDED:
+        return False
+    if not is_stuck(trainer, settings.hang_after_s):
+        return False
+    if is_dataloader_machinery(trainer.stack) or input_call(trainer.stack) is not None:
+        return False  # waiting in its input pipeline: a worker's problem, reported by worker-hung
+    mine = [w.activity for w in workers if w.trainer_pid == trainer.pid]
+    threads = [t.activity for ld in latest.loaders if ld.trainer_pid == trainer.pid for t in ld.worker_threads]
+    return all(a in ("idle", "unknown") for a in mine + threads)
+
+
+def _stalled_finding(trainer: ProcessSample, mine: list[ProcessSample]) -> Finding:
+    stack = trainer.stack or []
+    leaf = stack[-1]
+    where = user_frame(stack) or leaf
+    code = f" (`{leaf.code}`)" if leaf.code else ""
+    return Finding(
+        id=TRAINER_STALLED,
+        severity="warning",
+        title=f"Trainer {trainer.pid} stalled {trainer.stuck_s:.0f}s in {where.function} (not the DataLoader)",
+        detail=f"Its main thread has kept one stack without using CPU for {trainer.stuck_s:.0f}s, at "
+        f"{leaf.where()}{code}; its {len(mine)} workers are idle with batches ready. The input "
+        "pipeline is not the cause: look at this call (a collective waiting for another rank, a lock, "
+        "I/O).",
+        pids=[trainer.pid],
+        evidence={
+            "pid": trainer.pid,
+            "stuck_s": round(trainer.stuck_s or 0.0, 1),  # is_stuck: set
+            "stuck_frame": leaf.where(),
+            "user_frame": where.where(),
+            "code": leaf.code,
+            "workers_idle": len(mine),
+        },
+        suggestion="Do not change the DataLoader for this. If the call is a collective, find the rank "
+        "that has not arrived (dltop --pid on each rank; py-spy dump on the others).",
+        impact=1.0,
+    )
 
 
 def seconds_between(a: str, b: str) -> float:
