@@ -8,6 +8,8 @@
     python benchmarks/bench_truth.py --subset libs --out /tmp/truth-libs   # real libraries (~35 min)
     python benchmarks/bench_truth.py --subset stopped --out /tmp/truth-stopped  # stopped runs (~20 min)
     python benchmarks/bench_truth.py --subset pipelines --out /tmp/truth-pipes  # not DataLoader (~15 min)
+    python benchmarks/bench_truth.py --subset advice --out /tmp/truth-advice  # advice applied (~2 h)
+    python benchmarks/bench_truth.py --subset advice --quick --out /tmp/truth-advice  # 7 cells (~20 min)
     python benchmarks/bench_truth.py --cell 'stop-lock-*' --cell 'stop-none-h5'
 
 Cells: start method (fork | spawn | forkserver) x persistent or not x epoch length (short: 10
@@ -32,6 +34,10 @@ named against the job's stop.json, and the time from the stall to the verdict (t
 (torchdata.nodes threads and processes, SPDL, a thread-pool prefetcher; tests/jobs/pipeline_job.py)
 on a slow store and on a GIL-holding decode: the pipeline named, its data wait, its worker threads,
 the finding and its advice applied (truth_pipelines.py).
+``--subset advice`` (or ``--cell 'adv-*'``): input-bound's suggested count and predicted speed-up
+against the job's own rate at that count, one fewer and the twin (``dltop bench <bench_args>``), on
+cpu, io and mixed loads and the imagenet-like job at several counts, batch sizes and steps
+(truth_advice.py; ``--quick`` a reduced set, ``--runs`` fresh runs per setting).
 Truth per trainer: the job's clock, py-spy at 50 Hz on each trainer, worker pids, which workers
 served samples, the job's own rate with nothing attached; advice applied as medians of 3 short runs
 before and after (alternating), nothing attached.
@@ -55,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import truth_advice
 import truth_observe as observe
 import truth_pipelines
 import truth_stopped
@@ -231,6 +238,8 @@ class Run:
     timm_python: str = "/work/venv-timm/bin/python"  # the timm job's own venv (torch 2.14, timm)
     wds_dir: str = "/tmp/truth-wds"  # webdataset shards, made once
     timm_dir: str = "/tmp/truth-timm"  # an ImageFolder of JPEGs for timm, made once
+    images: str = "/tmp/truth-images"  # JPEGs of the imagenet-like job, made once
+    runs: int = 3  # fresh runs per setting where advice is applied (truth_advice.py)
 
 
 def run_cell(c: Cell, run: Run, scratch: Path) -> Outcome:
@@ -835,12 +844,18 @@ def lib_run_speedup(outcomes: list) -> Optional[Check]:
     return found
 
 
-# -- stopped runs (truth_stopped.py) and pipelines (truth_pipelines.py) ----------------------------
+# -- stopped runs, pipelines, advice (truth_stopped.py, truth_pipelines.py, truth_advice.py) ----------
+
+FILLS = {
+    truth_stopped.StopCell: truth_stopped.run_stop_cell,
+    truth_pipelines.PipeCell: truth_pipelines.run_pipe_cell,
+    truth_advice.AdviceCell: truth_advice.run_advice_cell,
+}
 
 
 def run_module_cell(c, run: Run, scratch: Path) -> Outcome:
     outcome = Outcome(c.name)
-    fill = truth_stopped.run_stop_cell if isinstance(c, truth_stopped.StopCell) else truth_pipelines.run_pipe_cell
+    fill = FILLS[type(c)]
     with run.lock.measuring():
         began = time.monotonic()
         try:
@@ -910,6 +925,9 @@ def write(out: Optional[str], outcomes: list, header: str) -> None:
     pipes = [o for o in outcomes if o.name.startswith("pipe-")]
     if pipes:
         text += "\n## Input pipelines\n\n" + truth_pipelines.table(pipes)
+    advised = [o for o in outcomes if o.name.startswith("adv-")]
+    if advised:
+        text += "\n## Advice: predicted vs measured\n\n" + truth_advice.table(advised)
     base.with_suffix(".md").write_text(text)
 
 
@@ -929,12 +947,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--subset",
-        choices=["all", "compat", "libs", "stopped", "pipelines"],
+        choices=["all", "compat", "libs", "stopped", "pipelines", "advice"],
         default="all",
         help="libs: the jobs on real libraries (tests/jobs) instead of the matrix; stopped: the stopped runs; "
-        "pipelines: input pipelines that are not DataLoader workers (with 'all' these two run only when --cell "
-        "names them)",
+        "pipelines: input pipelines that are not DataLoader workers; advice: the suggested count and its "
+        "predicted speed-up applied (with 'all' these three run only when --cell names them)",
     )
+    parser.add_argument("--quick", action="store_true", help="advice: 2 configurations a workload, 2 runs each")
+    parser.add_argument("--runs", type=int, help="advice: fresh runs per setting (3; 2 with --quick)")
     parser.add_argument("--timm-python", default="/work/venv-timm/bin/python", help="python with timm (libs)")
     parser.add_argument("--wds-dir", default="/tmp/truth-wds", help="webdataset shards (libs; made once)")
     parser.add_argument("--timm-dir", default="/tmp/truth-timm", help="JPEG class folders for timm (libs; made once)")
@@ -959,8 +979,10 @@ def main() -> None:
     parser.add_argument("--out", help="write the table to OUT.md and OUT.json (updated after every cell)")
     args = parser.parse_args()
     stopped, pipes = truth_stopped.stopped_cells(), truth_pipelines.pipeline_cells()
-    cells = {"libs": lib_matrix(), "stopped": stopped, "pipelines": pipes}.get(args.subset) or matrix()
-    stopped = stopped + pipes  # with 'all', these run only when --cell names them
+    advised = truth_advice.advice_cells(args.quick)
+    subsets = {"libs": lib_matrix(), "stopped": stopped, "pipelines": pipes, "advice": advised}
+    cells = subsets.get(args.subset) or matrix()
+    stopped = stopped + pipes + advised  # with 'all', these run only when --cell names them
     if args.subset == "compat":
         cells = [c for c in cells if c.name in COMPAT]
     names = [c.name for c in cells] + (["imagenet"] if args.subset == "all" else [])
@@ -975,14 +997,15 @@ def main() -> None:
     cells = cells + (stopped if named_only else [])
     lock = CpuLock(None if args.no_lock else LOCK, args.lock_hold)
     run = Run(args.duration, args.warmup, args.job_python, args.dltop_python, lock, not args.no_apply,
-              tuple(args.pyspy_rate), args.timm_python, args.wds_dir, args.timm_dir)  # fmt: skip
+              tuple(args.pyspy_rate), args.timm_python, args.wds_dir, args.timm_dir, args.images,
+              args.runs or (2 if args.quick else 3))  # fmt: skip
     header = (f"dltop truth table ({time.strftime('%Y-%m-%d %H:%M')}; dltop from {observe.TREE['root']}; "
               f"job python {args.job_python}; "
               f"snapshot {args.duration:g} s): dltop / truth per check")  # fmt: skip
     outcomes: list = []
     with tempfile.TemporaryDirectory(prefix="dltop-truth-") as scratch:
         for c in [c for c in cells if c.name in chosen for _ in range(args.repeat)]:
-            if isinstance(c, (truth_stopped.StopCell, truth_pipelines.PipeCell)):
+            if type(c) in FILLS:
                 outcomes.append(run_module_cell(c, run, Path(scratch)))
             elif isinstance(c, LibCell):
                 outcomes.append(run_lib_cell(c, run, Path(scratch)))
@@ -1004,6 +1027,8 @@ def main() -> None:
         print("\n" + truth_stopped.table([o for o in outcomes if o.name.startswith("stop-")]))
     if any(o.name.startswith("pipe-") for o in outcomes):
         print("\n" + truth_pipelines.table([o for o in outcomes if o.name.startswith("pipe-")]))
+    if any(o.name.startswith("adv-") for o in outcomes):
+        print("\n" + truth_advice.table([o for o in outcomes if o.name.startswith("adv-")]))
 
 
 if __name__ == "__main__":
