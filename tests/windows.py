@@ -84,9 +84,8 @@ def ids(findings):
 
 def input_bound_finding():
     """The input-bound finding of 2 workers fetching all the time on 5% CPU (waiting on storage)
-    while the trainer waits 80%, over a window long enough for one count: its suggestion is the
-    one ``dltop bench`` live-tests."""
+    while the trainer waits 80%: its suggestion is the one ``dltop bench`` live-tests."""
     from dltop.diagnose import diagnose
 
-    (finding,) = [f for f in diagnose(bound_window(80.0, cpu=5.0, samples=2000, ticks=10)) if f.id == "input-bound"]
+    (finding,) = [f for f in diagnose(bound_window(80.0, cpu=5.0)) if f.id == "input-bound"]
     return finding
