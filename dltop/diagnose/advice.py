@@ -133,7 +133,7 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
     loader, workers = cap.loader, cap.workers
     pids = set(loader.worker_pids) or {loader.trainer_pid}
     hot = hot_thread_frame(window, loader) if on_threads(loader) else _costly_frame(window, pids)
-    suggested, binding, prediction, spent = cap.suggested, cap.binding, cap.prediction, loader.trainer_time
+    suggested, binding = cap.suggested, cap.binding
     detail, suggestion, change, replay = _input_bound_advice(cap, wait, hot, suggested, binding, cap.trainer_threads())
     return Finding(
         id=INPUT_BOUND,
@@ -164,10 +164,6 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
             "trainer_threads_cpu": round(cap.trainer_threads_cpu, 2),
             "caps": cap.caps,
             "binding": binding,
-            "predicted_speedup": _round(prediction.speedup if prediction else None),
-            "predicted_speedup_low": _round(prediction.low if prediction else None),
-            "predicted_speedup_high": _round(prediction.high if prediction else None),
-            "data_wait_effective_samples": _round(spent.effective_samples if spent else None),
             "dataset_kind": loader.dataset_kind,
             "parts": cap.caps.get("parts"),
             "needs": cap.missing,
@@ -199,8 +195,6 @@ def _input_bound_advice(
                 f"Not enough evidence for a number yet: dltop needs {cap.missing}.", None, None)  # fmt: skip
     limit = "the CPUs the job may use stop" if cap.limited_by_cpus else "its own pace stops"
     reach = f"{now}. The trainer could run {(cap.speedup or 1.0):.2f}x faster before {limit} it"
-    if suggested is None:
-        return _too_short(cap, reach)
     if binding == "disk":
         return (f"{reach}, but the disk it reads is saturated.",
                 f"More workers will not help: the disk is saturated (see {DISK_SATURATED}).", None, None)  # fmt: skip
@@ -215,7 +209,7 @@ def _input_bound_advice(
         replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more) if is_dataloader(
             loader) else None  # the bench's twin is a DataLoader  # fmt: skip
     else:
-        what = f"{binding} limit" if binding not in (None, "pace") else "no more are needed at this pace"
+        what = f"{binding} limit" if binding else "no more are needed at this pace"
         detail = f"{reach}; {cap.needed} {unit} would do, so more will not help ({what})."
         replay = None
     if more is None and reshard is None:
@@ -224,30 +218,6 @@ def _input_bound_advice(
             + " (decode smaller images, cache preprocessed samples, move augmentation to the GPU)"
         )  # fmt: skip
     return detail, "; then ".join(parts), change or None, replay
-
-
-# what sets the best pace the model sees, as a sentence names it
-BINDS = {
-    "pace": "the trainer's own pace",
-    "cpus": "the CPUs the job may use",
-    "parts": "the source's parts",
-    "memory": "the memory free for more workers",
-    "disk": "the disk it reads",
-    "gil": "the GIL its threads share",
-}
-
-
-def _too_short(cap: Capacity, reach: str) -> tuple[str, str, None, None]:
-    """The inputs' errors leave counts more than a step apart: how long a window gives one answer."""
-    low, high = cap.needed_range or (cap.workers, cap.workers)
-    ready = cap.settled_in_s()
-    spent = cap.loader.trainer_time
-    longer = (f" (its {spent.window_s:.0f} s of samples read the wait ±{(wait_error(cap.loader) or 0) * 100:.0f}"
-              " points)" if spent else "")  # fmt: skip
-    watch = f"watch about {ready:.0f} s more" if ready is not None else "watch longer"
-    return (f"{reach}. The window is too short for one count: any of {low}-{high} {thread_unit(cap.loader)} fits"
-            f" its figures{longer}; {watch} for one answer.",
-            f"Not enough evidence for one count yet ({low}-{high} fit): {watch}.", None, None)  # fmt: skip
 
 
 def _changes(
@@ -278,26 +248,12 @@ def _more_workers_story(cap: Capacity, wait: float, more: int, binding: Optional
     who = f"Its {unit.removesuffix('(s)')}s" if workers else "The fetch"
     io = f" {who} mostly wait (storage, network) rather than compute, so more of them than CPUs fit." if (
         cap.io_bound_workers and more > (cap.cpus_per_rank or more)) else ""  # fmt: skip
-    capped = f" (capped by {binding})" if binding not in (None, "pace") else ""
-    pace = cap.prediction.speedup if cap.prediction is not None else speedup
-    each = min(1.0, (workers * cap.figures.working if workers else wait) * pace / more)
+    capped = f" (capped by {binding})" if binding else ""
+    each = min(1.0, (workers * cap.figures.busy if workers else wait) * speedup / more)
     shared = (" Threads share one GIL: this holds while their Python work stays under a core."
               if on_threads(cap.loader) else "")  # fmt: skip
     return (f"that takes about {more} {unit}{capped}{_within(cap)}, each busy about"
-            f" {each * 100:.0f}%.{_predicted(cap)}{io}{shared}{_parts_needed(cap, more)}{_since(cap)}")  # fmt: skip
-
-
-def _predicted(cap: Capacity) -> str:
-    """The pace the count predicts, with its interval and what binds it."""
-    prediction, binding = cap.prediction, cap.binding
-    if prediction is None or binding is None:
-        return ""
-    return (f" Predicted: {_times(prediction.speedup)} ({_times(prediction.low)}-{_times(prediction.high)}) its"
-            f" pace now, bound by {BINDS[binding]}; more would be within the figures' error of it.")  # fmt: skip
-
-
-def _times(speedup: float) -> str:
-    return f"{speedup:.2f}x" if speedup < 10 else f"{speedup:.1f}x"
+            f" {each * 100:.0f}%.{io}{shared}{_parts_needed(cap, more)}{_since(cap)}")  # fmt: skip
 
 
 def _across_ranks(cap: Capacity, per_rank: int) -> str:
@@ -311,32 +267,36 @@ def _across_ranks(cap: Capacity, per_rank: int) -> str:
 
 def _parts_needed(cap: Capacity, workers: int) -> str:
     """An iterable source whose parts dltop could not count: the count holds only if there are enough."""
-    loader = cap.loader
-    if loader.dataset_kind != "iterable" or "parts" in cap.caps:
+    if cap.loader.dataset_kind != "iterable" or "parts" in cap.caps:
         return ""
-    seen = (f" Its workers were seen reading {loader.parts_read} of the {loader.parts_source} so far: it has at"
-            " least that many parts, and all of them if it reads the whole folder." if loader.parts_read is not None
-            else "")  # fmt: skip
-    return (f" An IterableDataset gives each worker its own part of the source (shards, files): {workers}"
-            f" workers need at least {workers} parts, or the extra ones get nothing (webdataset stops the"
-            f" job).{seen}")  # fmt: skip
+    return (f" An IterableDataset gives each worker its own part of the source (shards, files): {workers} workers"
+            f" need at least {workers} parts, or the extra ones get nothing (webdataset stops the job).")  # fmt: skip
 
 
 def _reshard(cap: Capacity) -> Optional[str]:
-    """The parts of an iterable source bind: more, smaller shards let more workers read at once."""
+    """The parts of an iterable source bind: more, smaller shards let more workers read at once.
+    Parts known only as the shard files seen read so far (of more in their folder) may be all the
+    loader reads, or the first of them: both are said."""
     parts = cap.caps["parts"]
     want = min([cap.needed or parts, *(v for k, v in cap.caps.items() if k != "parts")])
     if want <= parts:
         return None
     how = f" ({cap.parts_source})" if cap.parts_source else ""
-    return (f"re-shard the source into at least {want} parts (it has {parts}{how}: workers beyond the parts get"
-            f" nothing), then {loader_change(cap.loader, num_workers=want)}{_across_ranks(cap, want)}")  # fmt: skip
+    reshard = (f"re-shard the source into at least {want} parts (it has {parts}{how}: workers beyond the parts get"
+               f" nothing), then {loader_change(cap.loader, num_workers=want)}{_across_ranks(cap, want)}")  # fmt: skip
+    loader = cap.loader
+    if parts == loader.parts_read:
+        return (
+            f"{reshard}; if it reads all {loader.parts} files in that folder, dltop raises its count as it"
+            " sees its workers read more of them"
+        )
+    return reshard
 
 
 def _within(cap: Capacity) -> str:
-    """The range the inputs' errors leave the count in, where it is more than one count."""
+    """The range the data wait's noise leaves the count in, where it is more than one count."""
     span = cap.suggested_range
-    return f" (any of {span[0]}-{span[1]} fits the measured figures)" if span and span[0] != span[1] else ""
+    return f" (any of {span[0]}-{span[1]} fits the measured wait)" if span and span[0] != span[1] else ""
 
 
 def _since(cap: Capacity) -> str:

@@ -23,16 +23,13 @@ BUSY = ("fetching", "collating", "sending", "stuck")
 class WorkerFigures:
     """A loader's workers averaged over the window: busy share (stacks; their CPU share when no
     stack of theirs was sampled: ``sampled`` False), CPU share of a core, run-queue wait share,
-    private memory (USS, else RSS) per worker in bytes; one standard error of the busy share and of
-    the CPU share (what the capacity model reads them with)."""
+    private memory (USS, else RSS) per worker in bytes."""
 
     busy: float
     cpu: float
     cpu_wait: float
     memory: float
     sampled: bool = True
-    busy_error: float = 0.0
-    cpu_error: float = 0.0
 
     @property
     def working(self) -> float:
@@ -51,60 +48,27 @@ class _WorkerTick(NamedTuple):
     cpu: float  # sum of their CPU shares (0..1 each)
     waited: int  # workers with a run-queue wait share
     wait: float
-    dumps: frozenset[tuple[int, Optional[str]]]  # (pid, when its stack was sampled) of the stacked ones
 
 
 def _worker_tick(snap: Snapshot, pids: frozenset[int]) -> _WorkerTick:
     rows = [p for p in snap.processes if p.pid in pids]
-    stacked = [p for p in rows if p.activity != "unknown" and p.stack]
+    activities = [p.activity for p in rows if p.activity != "unknown" and p.stack]
     cpus = [p.cpu_percent / 100 for p in rows if p.cpu_percent is not None]
     waits = [p.cpu_wait_percent / 100 for p in rows if p.cpu_percent is not None and p.cpu_wait_percent is not None]
-    return _WorkerTick(len(stacked), sum(p.activity in BUSY for p in stacked), len(cpus), sum(cpus), len(waits),
-                       sum(waits), frozenset((p.pid, p.stack_at) for p in stacked))  # fmt: skip
+    return _WorkerTick(
+        len(activities), sum(a in BUSY for a in activities), len(cpus), sum(cpus), len(waits), sum(waits)
+    )
 
 
-def worker_figures(window: Window, pids: set[int], max_rho: float = 0.95) -> WorkerFigures:
-    ticks = window.per_tick(_worker_tick, frozenset(pids))
-    stacked, busy, rated, cpu, waited, wait, _ = zip(*ticks)
+def worker_figures(window: Window, pids: set[int]) -> WorkerFigures:
+    stacked, busy, rated, cpu, waited, wait = zip(*window.per_tick(_worker_tick, frozenset(pids)))
     # rates need a tick before them: the first tick's are left out
     cpu_share = sum(cpu[1:]) / max(1, sum(rated[1:]))
     waits = sum(wait[1:]) / max(1, sum(waited[1:]))
     memory = _mean([m for p in window.latest.processes if p.pid in pids and (m := private_memory(p))])
     stacked_total, busy_total = sum(stacked), sum(busy)
-    share = busy_total / stacked_total if stacked_total else min(1.0, cpu_share)
-    cpu_error = tick_error([t.cpu / t.rated for t in ticks[1:] if t.rated], max_rho)
-    busy_error = share_error(share, _stacks_read(ticks)) if stacked_total else cpu_error
-    return WorkerFigures(share, cpu_share, waits, memory or 0.0, bool(stacked_total), busy_error, cpu_error)
-
-
-def _stacks_read(ticks: list[_WorkerTick]) -> int:
-    """The distinct stacks behind the ticks' busy counts: a worker's stack is read every few
-    seconds and shown at every tick until the next, so a stack shown at ten ticks is one sample
-    (one whose time is unknown counts at each tick)."""
-    dated = {dump for tick in ticks for dump in tick.dumps if dump[1] is not None}
-    return len(dated) + sum(1 for tick in ticks for dump in tick.dumps if dump[1] is None)
-
-
-def share_error(share: float, samples: float) -> float:
-    """One standard error of a share read from ``samples`` independent samples, sqrt(p (1 - p) / n);
-    a share of all or nothing is still +-1/n (its floor)."""
-    return math.sqrt(max(share * (1 - share), 1 / samples) / samples) if samples > 0 else 1.0
-
-
-def tick_error(values: list[float], max_rho: float = 0.95) -> float:
-    """One standard error of the mean of per-tick readings: their spread over the ticks' effective
-    count, n (1 - rho) / (1 + rho) for their lag-1 autocorrelation rho (neighbouring ticks are
-    alike: a CPU reading spans the tick before). 0 where fewer than two readings show a spread."""
-    n = len(values)
-    if n < 2:
-        return 0.0
-    mean = sum(values) / n
-    squares = sum((v - mean) ** 2 for v in values)
-    if not squares:
-        return 0.0
-    rho = sum((a - mean) * (b - mean) for a, b in zip(values, values[1:])) / squares
-    rho = min(max(rho, 0.0), max_rho)
-    return math.sqrt(squares / (n - 1) / (n * (1 - rho) / (1 + rho)))
+    return WorkerFigures(busy_total / stacked_total if stacked_total else min(1.0, cpu_share), cpu_share, waits,
+                         memory or 0.0, bool(stacked_total))  # fmt: skip
 
 
 def private_memory(proc: ProcessSample) -> Optional[int]:
@@ -201,13 +165,12 @@ def trusted_wait(loader: LoaderSample, min_samples: int) -> Optional[float]:
 
 def wait_error(loader: LoaderSample) -> Optional[float]:
     """One standard error (0..1) of the loader's sampled data-wait share: sqrt(p (1 - p) / n) for
-    the trainer's effective samples (neighbouring samples are alike: a wait comes in runs), its raw
-    count where the collector did not say."""
+    n trainer samples (a lower bound: neighbouring samples are alike)."""
     spent = loader.trainer_time
     if spent is None or not spent.samples or loader.data_wait_percent is None:
         return None
-    samples = spent.effective_samples if spent.effective_samples is not None else spent.samples
-    return share_error(loader.data_wait_percent / 100, samples)
+    share = loader.data_wait_percent / 100
+    return math.sqrt(max(share * (1 - share), 1 / spent.samples) / spent.samples)
 
 
 def surely_above(wait: float, error: Optional[float], percent: float) -> bool:
@@ -379,13 +342,14 @@ def source_parts(window: Window, loader: LoaderSample, settings: Settings) -> tu
     """(parts, how known) of an iterable loader's source: the fewest of what the collector counted
     and what its starving workers imply — torch's convention (webdataset's split_by_worker,
     datasets' shards) deals parts round-robin, so with k of N workers starving there are N - k (a
-    directory may hold more shards than the loader reads). Shard files counted in a folder of
-    which its workers were seen reading only some are no count: the loader may read all of them or
-    only those (webdataset over 2 of 4), and the files seen read are a floor, which caps nothing
-    (``LoaderSample.parts_read`` says it)."""
+    directory may hold more shards than the loader reads). Of shard files counted in a folder,
+    only those seen read count: more workers than the loader's parts crash webdataset at start or
+    idle, so the count grows as its workers are seen reading more, never ahead of them."""
     if loader.dataset_kind != "iterable":
         return None, None
-    parts, how = (loader.parts, loader.parts_source) if loader.parts_read is None else (None, None)
+    parts, how = loader.parts, loader.parts_source
+    if loader.parts_read is not None:
+        parts, how = loader.parts_read, f"seen read so far, of the {loader.parts_source}"
     starving = starving_workers(window, loader, settings)
     implied = loader.num_workers - starving.count if starving.count else None
     if implied is not None and (parts is None or implied < parts):

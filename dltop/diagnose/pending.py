@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional, Union
 
-from dltop.diagnose.capacity import capacities
-from dltop.diagnose.figures import input_bound_wait, wait_error
+from dltop.diagnose.figures import wait_error
 from dltop.diagnose.knobs import is_dataloader
 from dltop.diagnose.memory import Points, memory_points
 from dltop.diagnose.window import MemoryReadings, Window
@@ -39,7 +38,7 @@ def pending(ticks: Sequence[Snapshot], settings: Settings, memory: Optional[Memo
     latest = window.latest
     if latest.job.state == "exited":
         return []
-    found = _data_wait(latest, settings) + _worker_count(window, settings) + _hangs(latest, settings)
+    found = _data_wait(latest, settings) + _hangs(latest, settings)
     found += _memory(window, settings) + _gpu(window, settings) + _respawns(latest)
     return found
 
@@ -87,28 +86,6 @@ def _uncertain_wait(loader: LoaderSample, settings: Settings) -> list[Pending]:
             ready,
         )  # fmt: skip
     ]
-
-
-def _worker_count(window: Window, settings: Settings) -> list[Pending]:
-    """An input-bound trainer whose figures are too uncertain for one worker count yet: the counts
-    at their errors lie more than a preferred step apart, and a longer window narrows them."""
-    if not sampling_works(window.latest.stacks_status):
-        return []
-    found = []
-    for cap in capacities(window, settings):
-        if cap.suggested is not None or not cap.too_uncertain or input_bound_wait(cap.loader, settings) is None:
-            continue
-        low, high = cap.needed_range or (cap.workers, cap.workers)
-        ready = cap.settled_in_s()
-        found.append(
-            Pending(
-                INPUT_BOUND,
-                f"a longer window to size trainer {cap.loader.trainer_pid}'s workers: any of {low}-{high} fits"
-                " its figures so far",
-                round(ready, 1) if ready is not None else None,
-            )  # fmt: skip
-        )
-    return found
 
 
 def _hangs(latest: Snapshot, settings: Settings) -> list[Pending]:
