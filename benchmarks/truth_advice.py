@@ -267,7 +267,8 @@ def run_advice_cell(cell: AdviceCell, run, scratch: Path, outcome) -> None:
     outcome.truth = row
     target = first["suggested"]
     if target is None:
-        row["skipped"] = "no other count suggested" if first["finding"] else "no input-bound finding"
+        said = " ".join((first["suggestion"] or "no other count suggested").split())[:100]
+        row["skipped"] = said if first["finding"] else "no input-bound finding"
         return
     env = {"OMP_NUM_THREADS": str(first["change"]["OMP_NUM_THREADS"])} if "OMP_NUM_THREADS" in first["change"] else None
     settings = {"old": (cell.workers, None), "new": (target, env)}
