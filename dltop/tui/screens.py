@@ -156,6 +156,9 @@ Keys
 Columns: CPU% (100 = one core) · USS: memory the process alone holds ·
 FDS: open / limit · READ/s: from storage · ACTIVITY: from the newest stack
 (STUCK: the same stack, no CPU, past --hang-after; still 0:07: not yet).
+Rows: └ worker, a DataLoader worker process; └ thread and (dim) └ feeder,
+threads of a pipeline of threads (torchdata.nodes, SPDL, your own thread
+pool), their PID the thread's id and NAME its Python name.
 """
 
 
