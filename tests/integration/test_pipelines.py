@@ -49,13 +49,13 @@ def _clock(job: Job) -> dict:
         return {}
 
 
-def _observe(folder: Path, library: str, work: str) -> Seen:
+def _observe(folder: Path, library: str, work: str, job_args: tuple = (), dltop_args: tuple = ()) -> Seen:
     """The job started in its own session, a ``dltop snapshot --json`` once it runs, the clock read
     either side of it; the job is killed before this returns."""
-    report = folder / f"{library}-{work}"
+    report = folder / "-".join([library, work, *job_args]).replace("--", "")
     report.mkdir()
     command = [sys.executable, str(JOB), "--library", library, "--work", work, "--workers", str(WORKERS),
-               "--report", str(report)]  # fmt: skip
+               "--report", str(report), *job_args]  # fmt: skip
     with open(report / "stderr.txt", "w") as stderr:
         proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr)
     job = Job(proc, report)
@@ -64,7 +64,8 @@ def _observe(folder: Path, library: str, work: str) -> Seen:
         assert proc.poll() is None, (report / "stderr.txt").read_text()[-2000:]
         time.sleep(WARMUP_S)
         before = _clock(job)
-        result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", SNAPSHOT_S, "--json", timeout=90)
+        result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", SNAPSHOT_S, "--json", *dltop_args,
+                           timeout=90)  # fmt: skip
         after = _clock(job)
         assert result.returncode == 0, result.stderr
         share = 100 * (after["wait_s"] - before["wait_s"]) / (after["total_s"] - before["total_s"])
@@ -150,3 +151,19 @@ def test_slow_store_is_input_bound_naming_the_knob(observed, library):
     bound = seen.findings("input-bound")
     assert bound, [f["id"] for f in seen.report["findings"]]
     assert KNOB[library] in bound[0]["suggestion"], bound[0]["suggestion"]
+
+
+def test_a_hung_worker_thread_is_named_and_explains_the_wait(tmp_path):
+    """One decode thread blocks for ever 2 s in (the job says which: hung-<pid>.json): the
+    pipeline stalls, and dltop names that thread, its frame, and the trainer's wait as its
+    consequence."""
+    pytest.importorskip("torchdata")
+    seen = _observe(tmp_path, "torchdata-thread", "io", ("--hang-worker-after", "2"), ("--hang-after", "5"))
+    (hung,) = seen.job.records("hung")
+    (finding,) = seen.findings("worker-hung")
+    assert finding["evidence"]["tid"] == hung["tid"] and finding["pids"] == [seen.job.pid], finding
+    assert "Decode" in finding["title"], finding["title"]
+    rows = {t["tid"]: t for t in seen.loader["worker_threads"]}
+    assert rows[hung["tid"]]["activity"] == "stuck", rows
+    waits = [f for f in seen.report["findings"] if f["id"] == "input-bound"]
+    assert all(f["explained_by"] == "worker-hung" for f in waits), waits
