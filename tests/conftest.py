@@ -24,6 +24,15 @@ def pytest_collection_modifyitems(items: list) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Collecting the tests imports no torch: a Python process with torch loaded is what dltop
+    takes for a training job, so the test process would become the root of every job it starts
+    (a test module importing dltop.bench's pipeline runner did that: `dltop jobs` then listed the
+    test run, not the job). Import torch inside the test that needs it."""
+    if "torch" in sys.modules:
+        raise pytest.UsageError("a test module imports torch at collection: import it inside the test")
+
+
 @pytest.fixture
 def start_job(tmp_path: Path):
     """start_job(*train.py args, launcher=None, script=train.py) -> Job, with its ground-truth report

@@ -13,7 +13,6 @@ import time
 import pytest
 
 from dltop import install_hint
-from dltop.bench import pipeline
 from dltop.bench.config import LoaderConfig, PipelineConfig, parse_config
 from dltop.bench.results import TrialResult
 from dltop.bench.search import Search, compare
@@ -158,6 +157,8 @@ def test_a_pipeline_compares_counts_side_by_side(capsys):
 
 
 def test_threads_a_stopped_pipeline_leaves_are_counted(monkeypatch):
+    from dltop.bench import pipeline  # imports torch: never at collection (tests/conftest.py)
+
     monkeypatch.setattr(pipeline, "LEFTOVER_WAIT_S", 0.05)
     before = pipeline._running()
     lingering = threading.Thread(target=time.sleep, args=(0.5,))
