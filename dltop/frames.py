@@ -129,7 +129,7 @@ def worker_activity(frames: list[Frame]) -> Activity:
     """idle | fetching | collating | sending | starting | unknown, for a worker's main thread (a
     DataLoader's, or another pipeline's worker process: ``dltop.pipelines.thread_activity``)."""
     loop = _find(frames, WORKER, ("_worker_loop",))
-    if loop is None and _pipeline_worker(frames):
+    if loop is None and pipeline_worker_process(frames):
         return thread_activity(frames)
     if loop is None:
         return "starting" if any(f.file.endswith(BOOTSTRAP) for f in frames) else "unknown"
@@ -154,7 +154,7 @@ def process_kind(frames: list, known: Optional[str] = None) -> str:
     A stack without the bootstrap is
     other only at first sight: a spawn child that has been seen is past its bootstrap only while
     it exits (``sys.exit`` in ``spawn_main``, then ``threading._shutdown`` joining its threads)."""
-    if known == "worker" or _find(frames, WORKER, ("_worker_loop",)) is not None or _pipeline_worker(frames):
+    if known == "worker" or _find(frames, WORKER, ("_worker_loop",)) is not None or pipeline_worker_process(frames):
         return "worker"
     if _find(frames, PROCESS_RUN, ("run",)) is not None:
         return "other"
@@ -163,7 +163,7 @@ def process_kind(frames: list, known: Optional[str] = None) -> str:
     return known or "other"
 
 
-def _pipeline_worker(frames: list) -> bool:
+def pipeline_worker_process(frames: list) -> bool:
     """A child process running another pipeline's worker loop (torchdata.nodes' ``_apply_udf``
     under multiprocessing's ``run``): a worker, as ``_worker_loop`` is DataLoader's."""
     return _find(frames, PROCESS_RUN, ("run",)) is not None and any(

@@ -78,7 +78,7 @@ from dltop.collect.stacks.pyspy import (
 from dltop.collect.stacks.threads import PipelineThreads
 from dltop.collect.stacks.trainer_time import TrainerSamples, workers_starting
 from dltop.model import Activity, Frame, Pipeline, TrainerTime, WorkerThread, status_error
-from dltop.pipelines import pipeline_of_threads, thread_kind
+from dltop.pipelines import pipeline_of_threads
 
 DUMP_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 1.0
@@ -274,10 +274,10 @@ class StackSampler:
         proc = self.procs.get(pid)
         if proc is None:
             return None
-        seen = proc.trainer_samples
-        if seen.pipeline() is not None or seen.worker_loader:
-            return seen.pipeline() or "dataloader"
-        return pipeline_of_threads([t.stack or [] for t in proc.threads.rows()])
+        seen = proc.trainer_samples.pipeline()
+        if seen is not None or proc.trainer_samples.worker_loader:
+            return seen or "dataloader"
+        return pipeline_of_threads(proc.threads.stacks())
 
     def pipeline_threads(self, pid: int) -> tuple[list[WorkerThread], list[WorkerThread]]:
         """(the threads a trainer's pipeline runs on now, those seen and gone since): empty but
@@ -418,7 +418,8 @@ class StackSampler:
                 config.update(stackframes.worker_loop_config(thread.locals or {}))
             # another pipeline's worker process (torchdata's _apply_udf) has no _worker_loop to
             # read: read once, it is swept and dumped by Austin as a DataLoader worker is
-            proc.loader_config = config if "worker_id" in config else {} if _pipeline_worker(proc) else None
+            other_loop = stackframes.pipeline_worker_process(list(proc.stack or ()))
+            proc.loader_config = config if "worker_id" in config else {} if other_loop else None
 
     def _add_dump(self, proc: ProcessStacks, threads: list[ThreadStack]) -> None:
         main = _main_thread(threads, proc.pid)
@@ -715,11 +716,6 @@ def _on_threads(proc: ProcessStacks) -> bool:
     """A trainer whose input pipeline may run on threads: not DataLoader's, as its samples show
     (its threads are judged one by one: those of no pipeline are not kept)."""
     return proc.role == "trainer" and proc.trainer_samples.pipeline() != "dataloader"
-
-
-def _pipeline_worker(proc: ProcessStacks) -> bool:
-    """A worker process running another pipeline's worker loop (torchdata's ``_apply_udf``)."""
-    return proc.stack is not None and thread_kind(list(proc.stack)) == "worker"
 
 
 def _hand_to_py_spy(proc: ProcessStacks) -> None:

@@ -22,7 +22,7 @@ from dltop.collect.processes.stats import iso
 from dltop.collect.stacks.hangs import HangEvidence, RunStart
 from dltop.collect.stacks.pyspy import Stack, ThreadWindow
 from dltop.collect.stacks.trainer_time import TRAINER_TIME_HISTORY_S
-from dltop.model import Activity, ThreadKind, WorkerThread
+from dltop.model import Activity, Frame, ThreadKind, WorkerThread
 from dltop.pipelines import thread_activity, thread_kind
 
 EXITED_KEEP_S = 60.0  # an exited thread's last row is kept this long...
@@ -111,6 +111,10 @@ class PipelineThreads:
         asked for names in the last ``NAMES_EVERY_S``."""
         asked = self.names_asked_at
         return (asked is None or now - asked >= NAMES_EVERY_S) and any(t not in self.names for t in self._threads)
+
+    def stacks(self) -> list[list[Frame]]:
+        """The newest stack of each kept thread (what names their pipeline), without their rows."""
+        return [list(thread.stack) for thread in self._threads.values()]
 
     def rows(self) -> list[WorkerThread]:
         """The pipeline's threads now: workers first, then feeders, each by tid."""
