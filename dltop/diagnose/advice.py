@@ -206,8 +206,7 @@ def _input_bound_advice(
     parts, change = _changes(cap, more, threads, reshard)
     if more is not None:
         detail = f"{reach}: {_more_workers_story(cap, wait, more, binding)}"
-        replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more) if is_dataloader(
-            loader) else None  # the bench's twin is a DataLoader  # fmt: skip
+        replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more)
     else:
         what = f"{binding} limit" if binding else "no more are needed at this pace"
         detail = f"{reach}; {cap.needed} {unit} would do, so more will not help ({what})."
@@ -380,9 +379,7 @@ def too_many_workers(window: Window, settings: Settings) -> list[Finding]:
                     "change": {"num_workers": suggested},
                 },
                 suggestion=loader_change(loader, num_workers=suggested),
-                bench_args=bench_args(loader, figures, wait, cap.trainer_cpu, num_workers=suggested)
-                if is_dataloader(loader)
-                else None,
+                bench_args=bench_args(loader, figures, wait, cap.trainer_cpu, num_workers=suggested),
                 impact=0.01,
             )
         )

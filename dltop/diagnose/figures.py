@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
-from dltop.diagnose.knobs import command_line_change, found_site, pipeline_change
+from dltop.diagnose.knobs import command_line_change, found_site, is_dataloader, pipeline_change
 from dltop.diagnose.window import Window, of_tick
 from dltop.model import JOB_ROLES, LoaderSample, ProcessSample, Snapshot
 from dltop.settings import Settings
@@ -120,6 +120,16 @@ def cpu_figures(snap: Snapshot, trainer_pid: int) -> tuple[Optional[float], Opti
     return of_tick(snap, job_cpu), process_share(snap, trainer_pid), main_thread
 
 
+def cpu_means(window: Window, trainer_pid: int) -> tuple[Optional[float], ...]:
+    """``cpu_figures``' window means (rates: from the second tick, which has one before it), worked
+    out once per window: the capacity model and the GIL rule read the same."""
+    return window.once(_cpu_means, trainer_pid)
+
+
+def _cpu_means(window: Window, trainer_pid: int) -> tuple[Optional[float], ...]:
+    return column_means(window.per_tick(cpu_figures, trainer_pid)[1:], width=3)
+
+
 def job_load(snap: Snapshot) -> tuple[Optional[float], Optional[float]]:
     """(cores the job used, cores its processes waited for in the run queue) at one tick."""
     return of_tick(snap, job_cpu), job_sum(snap, "cpu_wait_percent")
@@ -225,8 +235,9 @@ TWIN_STEP_MS = 20.0
 
 def bench_args(
     loader: LoaderSample, figures: WorkerFigures, wait: float, trainer_cpu: float, **changes: object
-) -> list[str]:
-    """``dltop bench`` arguments that replay this loader on a twin, current settings vs ``changes``.
+) -> Optional[list[str]]:
+    """``dltop bench`` arguments that replay this loader on a twin, current settings vs ``changes``;
+    None for another pipeline than a DataLoader (the twin is one).
 
     The twin keeps what dltop measured as ratios, scaled to a 20 ms step (the absolute batch rate
     is not known): per batch, the trainer's own time S and the workers' time N * working * S / (1 - W),
@@ -235,6 +246,8 @@ def bench_args(
     the cores it kept busy while running (its intra-op threads compete with the workers, as in the
     job), else sleeps (a GPU step).
     """
+    if not is_dataloader(loader):
+        return None
     workers = loader.num_workers
     period = TWIN_STEP_MS / max(1 - wait, 0.05)
     batch_ms = (workers * figures.working if workers else wait) * period
