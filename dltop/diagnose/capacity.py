@@ -29,8 +29,7 @@ from typing import Optional
 
 from dltop.diagnose.figures import (
     WorkerFigures,
-    column_means,
-    cpu_figures,
+    cpu_means,
     saturated_disks,
     source_parts,
     trusted_wait,
@@ -167,8 +166,7 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     system = latest.system
     allowed = system.cpus_allowed if system is not None else None
     ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ENDED))
-    # rates need a tick before them
-    job_cores, trainer_cpu, main_cpu = column_means(window.per_tick(cpu_figures, loader.trainer_pid)[1:], width=3)
+    job_cores, trainer_cpu, main_cpu = cpu_means(window, loader.trainer_pid)
     trainer_cpu = trainer_cpu or 0.0
     pipeline_cpu = (pipeline_cores(window, loader) or 0.0) if threads else 0.0  # not intra-op work
     threads_cpu = max(0.0, trainer_cpu - main_cpu - pipeline_cpu) if main_cpu is not None else 0.0

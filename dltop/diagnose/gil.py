@@ -14,14 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from dltop.diagnose.figures import (
-    column_means,
-    cpu_figures,
-    loader_at,
-    processes_by_pid,
-    trusted_wait,
-)
-from dltop.diagnose.knobs import KNOBS, NAMES, found_site, on_threads
+from dltop.diagnose.figures import cpu_means, loader_at, processes_by_pid, trusted_wait
+from dltop.diagnose.knobs import NAMES, found_site, knob_of, on_threads
 from dltop.diagnose.threads import doers, hot_thread_frame, pipeline_cores, thread_figures
 from dltop.diagnose.window import Window
 from dltop.model import Finding, LoaderSample, ProcessSample, WorkerThread
@@ -72,7 +66,7 @@ def _gil_load(window: Window, trainer_pid: int, dataset: Optional[str], settings
         # threads never ahead of it make it wait, for data or, where Python runs in its step, for
         # the GIL, where samples count it as running
         return None
-    main = column_means(window.per_tick(cpu_figures, trainer_pid)[1:], width=3)[2] or 0.0  # rates: a tick before
+    main = cpu_means(window, trainer_pid)[2] or 0.0
     load = GilLoad(wait, threads, main, figures.busy, len(doers(loader.worker_threads)) or loader.num_workers)
     return load if settings.gil_cores <= load.cores <= settings.gil_cores_max else None
 
@@ -127,7 +121,7 @@ def _thread_row(thread: WorkerThread) -> dict[str, Any]:
 
 def _fix(loader: LoaderSample, workers: int) -> tuple[str, dict[str, Any]]:
     """(the change that takes the work out of the GIL, as data), in the pipeline's own call."""
-    knob = KNOBS.get(loader.pipeline) if loader.pipeline is not None else None
+    knob = knob_of(loader)
     where = f" ({loader.built_at})" if knob is not None and found_site(loader, knob.call) and loader.built_at else ""
     if loader.pipeline == "torchdata.nodes":
         return (f'method="process"  # in ParallelMapper(...){where}: its {workers} workers become processes, each'

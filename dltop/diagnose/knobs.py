@@ -37,6 +37,11 @@ SPDL_THREADS = (
 )
 
 
+def knob_of(loader: LoaderSample) -> Optional[Knob]:
+    """The knob of its pipeline; None for a DataLoader's (``num_workers``, ``figures.loader_change``)."""
+    return KNOBS.get(loader.pipeline) if loader.pipeline is not None else None
+
+
 def is_dataloader(loader: LoaderSample) -> bool:
     """A DataLoader's (or a loader whose pipeline the stacks have not named yet)."""
     return loader.pipeline in (None, "dataloader")
@@ -49,7 +54,7 @@ def on_threads(loader: LoaderSample) -> bool:
 
 def count_keyword(loader: LoaderSample) -> str:
     """The keyword its worker count goes by, as ``evidence.change`` names it."""
-    knob = KNOBS.get(loader.pipeline) if loader.pipeline is not None else None
+    knob = knob_of(loader)
     return knob.keyword if knob is not None else "num_workers"
 
 
@@ -73,7 +78,7 @@ def command_line_change(loader: LoaderSample, workers: object, now: str) -> str:
 def pipeline_change(loader: LoaderSample, workers: int) -> Optional[str]:
     """The worker count of a pipeline other than DataLoader, as its own call spells it; None for a
     DataLoader's."""
-    knob = KNOBS.get(loader.pipeline) if loader.pipeline is not None else None
+    knob = knob_of(loader)
     if knob is None:
         return None
     count = loader.num_workers or len(loader.worker_threads)

@@ -13,6 +13,7 @@ from typing import Optional, Union
 from dltop.diagnose.figures import wait_error
 from dltop.diagnose.knobs import is_dataloader
 from dltop.diagnose.memory import Points, memory_points
+from dltop.diagnose.threads import thread_named
 from dltop.diagnose.window import MemoryReadings, Window
 from dltop.model import (
     LoaderSample,
@@ -94,8 +95,7 @@ def _hangs(latest: Snapshot, settings: Settings) -> list[Pending]:
     still: list[tuple[str, Union[ProcessSample, WorkerThread]]] = [
         (f"worker {p.pid}", p) for p in latest.processes if p.role == "worker"
     ]
-    still += [(f"{t.kind} thread {t.name or '?'} (tid {t.tid}) of trainer {ld.trainer_pid}", t)
-              for ld in latest.loaders for t in ld.worker_threads]  # fmt: skip
+    still += [(f"{thread_named(t)} of trainer {ld.trainer_pid}", t) for ld in latest.loaders for t in ld.worker_threads]
     found = []
     for who, row in still:
         stuck = still_for(row)

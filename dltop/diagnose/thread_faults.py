@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from dltop.diagnose.faults import Hung, hung_finding, seconds_between, waits_for_data
 from dltop.diagnose.figures import loader_at, processes_by_pid
+from dltop.diagnose.threads import thread_named
 from dltop.diagnose.window import Window
 from dltop.model import Finding, LoaderSample, Snapshot, WorkerThread, is_stuck, judged_stuck
 from dltop.model.findings import WORKER_DIED
@@ -54,7 +55,7 @@ def thread_hung(window: Window, settings: Settings) -> list[Finding]:
         for thread in loader.worker_threads:
             if not thread.stack or not (judged_stuck(thread) or is_stuck(thread, settings.hang_after_s)):
                 continue
-            hung = Hung(f"{_first_up(_named(thread))} of trainer {trainer.pid}", f"The {_named(thread)}",
+            hung = Hung(f"{_first_up(thread_named(thread))} of trainer {trainer.pid}", f"The {thread_named(thread)}",
                         thread.stuck_s or 0.0, thread.stack, [trainer.pid], _evidence(loader, thread))  # fmt: skip
             findings.append(hung_finding(hung, trainer, THREAD_DEADLOCK, (THREAD_DEADLOCK_FIX, THREAD_BLOCKED_FIX)))
     return findings
@@ -96,10 +97,6 @@ def _alive_threads(snap: Snapshot, trainer_pid: int, dataset: Optional[str]) -> 
     return Counter(t.kind for t in loader.worker_threads) if loader is not None else Counter()
 
 
-def _named(thread: WorkerThread) -> str:
-    return f"{thread.kind} thread {thread.name or '?'} (tid {thread.tid})"
-
-
 def _first_up(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -118,8 +115,8 @@ def _died_finding(loader: LoaderSample, gone: WorkerThread, since: float) -> Fin
     return Finding(
         id=WORKER_DIED,
         severity="error",
-        title=f"{_first_up(_named(gone))} of trainer {loader.trainer_pid} is gone; the trainer waits on",
-        detail=f"Its {_named(gone)} went at {gone.gone_at}, {since:.0f}s ago, and no"
+        title=f"{_first_up(thread_named(gone))} of trainer {loader.trainer_pid} is gone; the trainer waits on",
+        detail=f"Its {thread_named(gone)} went at {gone.gone_at}, {since:.0f}s ago, and no"
         f" thread took its place, while trainer {loader.trainer_pid} still waits for data.{doing}",
         pids=[loader.trainer_pid],
         evidence={

@@ -20,6 +20,11 @@ def doers(threads: list[WorkerThread]) -> list[WorkerThread]:
     return workers or [t for t in threads if t.kind == "feeder"]
 
 
+def thread_named(thread: WorkerThread) -> str:
+    """'worker thread ThreadPoolExecutor-0_1 (tid 4242)'."""
+    return f"{thread.kind} thread {thread.name or '?'} (tid {thread.tid})"
+
+
 class _ThreadTick(NamedTuple):
     """One tick's readings of a loader's threads, as sums the window adds up."""
 
