@@ -13,7 +13,7 @@ import re
 from typing import Optional
 
 from dltop.model import Activity, DatasetKind, Frame, FrameKind, Phase
-from dltop.pipelines import DATALOADER, WORKER_LOOPS, input_call, thread_activity
+from dltop.pipelines import DATALOADER, WORKER_LOOPS, input_call, short_name, thread_activity
 
 WORKER = "torch/utils/data/_utils/worker.py"
 FETCH = "torch/utils/data/_utils/fetch.py"
@@ -52,14 +52,10 @@ def make_frame(function: str, path: str, line: Optional[int]) -> Frame:
     return Frame(function, path, line, frame_kind(path))
 
 
-def _short(function: str) -> str:
-    return function.rsplit(".", 1)[-1]
-
-
 def _find(frames: list, file_suffix: str, functions: tuple = ()) -> Optional[int]:
     """Index of the outermost frame in ``file_suffix`` (with one of ``functions``), else None."""
     for index, frame in enumerate(frames):
-        if frame.file.endswith(file_suffix) and (not functions or _short(frame.function) in functions):
+        if frame.file.endswith(file_suffix) and (not functions or short_name(frame.function) in functions):
             return index
     return None
 
@@ -137,7 +133,7 @@ def worker_activity(frames: list[Frame]) -> Activity:
     if any(f.file.endswith(FETCH) for f in inner):
         return "collating" if any(f.file.endswith(COLLATE) for f in inner) else "fetching"
     if inner and inner[0].file.endswith(QUEUES):
-        return "idle" if _short(inner[0].function) == "get" else "sending"
+        return "idle" if short_name(inner[0].function) == "get" else "sending"
     return "starting"  # seeding, worker_init_fn, creating the fetcher
 
 
@@ -179,7 +175,7 @@ def uses_worker_processes(frames: list) -> bool:
         return True
     return any(
         f.file.endswith(DATALOADER)
-        and (_short(f.function) in WORKER_ITER_METHODS or "_MultiProcessingDataLoaderIter" in f.function)
+        and (short_name(f.function) in WORKER_ITER_METHODS or "_MultiProcessingDataLoaderIter" in f.function)
         for f in frames
     )
 
@@ -225,7 +221,7 @@ def waits_on_lock(frames: list, leaf_source: Optional[str]) -> bool:
         return False
     leaf = frames[-1]
     for suffix, functions in WAIT_LEAVES.items():
-        if leaf.file.endswith(suffix) and _short(leaf.function) in functions:
+        if leaf.file.endswith(suffix) and short_name(leaf.function) in functions:
             return True
     return bool(leaf_source and LOCK_SOURCE.search(leaf_source.split("#", 1)[0]))  # the code, not its comment
 
@@ -287,14 +283,14 @@ def shard_list_locals(local_vars: dict) -> dict[str, str]:
     for function, values in local_vars.items():
         for name, value in (values if isinstance(values, dict) else {}).items():
             if isinstance(value, str) and (_FILE_LIST.match(value) or _BRACE_NAME.fullmatch(value)):
-                found[f"{_short(function)}'s {name}"] = value
+                found[f"{short_name(function)}'s {name}"] = value
     return found
 
 
 def shard_url(local_vars: dict) -> Optional[str]:
     """The URL a webdataset worker reads now (a remote one is no open file to see)."""
     for function, values in local_vars.items():
-        url = values.get("url") if _short(function) in _URL_FRAMES and isinstance(values, dict) else None
+        url = values.get("url") if short_name(function) in _URL_FRAMES and isinstance(values, dict) else None
         if isinstance(url, str) and url.startswith('"') and url.endswith('"'):
             return url[1:-1]
     return None
@@ -303,7 +299,7 @@ def shard_url(local_vars: dict) -> Optional[str]:
 def worker_loop_config(local_vars: dict) -> dict:
     """num_workers, persistent_workers, worker_id, batch_size, dataset_kind from ``_worker_loop``'s
     locals (a full dump: ``py-spy dump --locals``); keys whose value py-spy did not show are left out."""
-    loop = next((v for k, v in local_vars.items() if _short(k) == "_worker_loop"), None) or {}
+    loop = next((v for k, v in local_vars.items() if short_name(k) == "_worker_loop"), None) or {}
     config: dict = {}
     if str(loop.get("dataset_kind")) in _KIND_VALUES:
         config["dataset_kind"] = _KIND_VALUES[str(loop["dataset_kind"])]

@@ -54,12 +54,14 @@ class InputCall:
     boundary: bool  # building, starting or stopping it, not taking a batch
 
 
-def _short(function: str) -> str:
+def short_name(function: str) -> str:
+    """A frame's function without its class (``Queue.get`` -> ``get``): Python <= 3.10 and older
+    py-spy give bare names, newer ones qualified names, and both must match."""
     return function.rsplit(".", 1)[-1]
 
 
 def _calls(frame: Frame, places: dict[str, tuple[str, ...]]) -> bool:
-    return any(frame.file.endswith(suffix) and _short(frame.function) in names for suffix, names in places.items())
+    return any(frame.file.endswith(suffix) and short_name(frame.function) in names for suffix, names in places.items())
 
 
 def library(frame: Frame) -> Optional[Pipeline]:
@@ -75,11 +77,11 @@ def input_call(frames: list[Frame]) -> Optional[InputCall]:
     pipeline), or blocked on a hand-over its own code waits on (a queue or futures that other
     threads fill: a prefetcher of the user's)."""
     for index, frame in enumerate(frames):
-        if frame.file.endswith(DATALOADER) and _short(frame.function) == "__next__":
+        if frame.file.endswith(DATALOADER) and short_name(frame.function) == "__next__":
             return InputCall("dataloader", boundary=False)
         named = library(frame)
         if named is not None:
-            return InputCall(named, boundary=_short(frame.function) in BOUNDARY)
+            return InputCall(named, boundary=short_name(frame.function) in BOUNDARY)
         if _calls(frame, HAND_OVER) and all(f.kind == "stdlib" for f in frames[index + 1 :]):
             return InputCall("threads", boundary=False)
     return None

@@ -17,6 +17,7 @@ from typing import Literal, Optional
 
 from dltop.frames import is_dataloader_machinery, user_frame, waits_on_lock
 from dltop.model import Frame
+from dltop.pipelines import short_name
 
 Where = Literal["collective", "sync", "data", "blocked", "running"]
 # where a rank waits for the others: a rank still in one of these is waiting, not the cause
@@ -105,13 +106,9 @@ def _line(frame: Optional[Frame]) -> str:
     return f"{frame.file.rsplit('/', 1)[-1]}:{frame.line}" if frame else "?"
 
 
-def _short(function: str) -> str:
-    return function.rsplit(".", 1)[-1]
-
-
 def call_name(function: str) -> str:
     """all_reduce, barrier, … for a collective's function, else its own short name."""
-    short = _short(function)
+    short = short_name(function)
     return next((name for pattern, name in _CALL_NAMES if pattern.search(short)), short)
 
 
@@ -121,7 +118,7 @@ def _collective(frames: list[Frame]) -> Optional[RankPosition]:
         if any(part in frame.file for part in _COLLECTIVE_FILES):
             return RankPosition("collective", call_name(frame.function), frame, user_frame(frames[:index]))
     for index, frame in enumerate(frames):
-        if _short(frame.function) in _BACKWARD_FUNCTIONS and any(part in frame.file for part in _BACKWARD_FILES):
+        if short_name(frame.function) in _BACKWARD_FUNCTIONS and any(part in frame.file for part in _BACKWARD_FILES):
             # DDP all-reduces gradient buckets inside backward(), in native code py-spy does not show
             return RankPosition("collective", "all_reduce in backward()", frame, user_frame(frames[:index]))
     return None
@@ -130,7 +127,7 @@ def _collective(frames: list[Frame]) -> Optional[RankPosition]:
 def _sync(frames: list[Frame]) -> Optional[RankPosition]:
     for index in range(len(frames) - 1, -1, -1):
         frame = frames[index]
-        short = _short(frame.function)
+        short = short_name(frame.function)
         if short in _SYNC_FUNCTIONS and any(part in frame.file for part in _SYNC_FILES):
             return RankPosition("sync", _SYNC_FUNCTIONS[short], frame, user_frame(frames[:index]))
     leaf = frames[-1]
@@ -142,7 +139,7 @@ def _blocked_on(leaf: Frame) -> Optional[str]:
     if waits_on_lock([leaf], leaf.code):
         return "a lock"
     code = (leaf.code or "").split("#", 1)[0]
-    if _SLEEP.search(code) or _short(leaf.function) == "sleep":
+    if _SLEEP.search(code) or short_name(leaf.function) == "sleep":
         return "a sleep"
     if _IO.search(code) or leaf.file.endswith(("socket.py", "selectors.py", "subprocess.py", "ssl.py")):
         return "I/O"
