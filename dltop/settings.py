@@ -36,10 +36,16 @@ class Settings:
     input_bound_percent: float = 30.0
     input_bound_warning_percent: float = 50.0
     min_stack_samples: int = 30  # trainer samples before a share is trusted
-    workers_headroom: float = 1.1  # suggest 10% more workers than the model needs
-    # the suggestion's range: the workers the model needs at the data wait minus and plus this many of
-    # its standard errors (two: the samples of a wait are not independent, so one understates it)
+    # rank-straggler: a gap between two ranks' waits counts beyond this many standard errors of it
     advice_spread_errors: float = 2.0
+    # the capacity model's inputs (data wait, workers' busy share and CPU, the job's CPU) read at this
+    # many standard errors either side, each error counted by its effective samples (neighbours alike
+    # count less: n (1 - rho) / (1 + rho), the lag-1 autocorrelation rho read up to its ceiling)
+    capacity_errors: float = 1.0
+    max_autocorrelation: float = 0.95
+    # the count suggested: the fewest workers whose predicted pace is within this share of the best the
+    # model sees, or within the best's error where that is wider (dltop bench's rule for measurements)
+    same_pace_share: float = 0.05
     # rank-straggler: a rank of a run waits for data at least this many points more than the run's
     # other ranks (their median), beyond the spread of standard errors above
     straggler_gap_percent: float = 10.0

@@ -14,9 +14,10 @@ from datetime import datetime
 from typing import Optional
 
 from dltop.diagnose.capacity import Capacity, capacities
-from dltop.diagnose.figures import bench_args, input_bound_wait, loader_change, wait_error
+from dltop.diagnose.figures import input_bound_wait, loader_change, wait_error
 from dltop.diagnose.knobs import count_keyword, is_dataloader, on_threads, thread_unit
 from dltop.diagnose.threads import hot_thread_frame
+from dltop.diagnose.twin import bench_args
 from dltop.diagnose.window import Window
 from dltop.frames import costly_frame
 from dltop.model import Finding, LoaderSample, Severity, Snapshot, gpus_read
@@ -133,7 +134,7 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
     loader, workers = cap.loader, cap.workers
     pids = set(loader.worker_pids) or {loader.trainer_pid}
     hot = hot_thread_frame(window, loader) if on_threads(loader) else _costly_frame(window, pids)
-    suggested, binding = cap.suggested, cap.binding
+    suggested, binding, prediction, spent = cap.suggested, cap.binding, cap.prediction, loader.trainer_time
     detail, suggestion, change, replay = _input_bound_advice(cap, wait, hot, suggested, binding, cap.trainer_threads())
     return Finding(
         id=INPUT_BOUND,
@@ -164,6 +165,11 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
             "trainer_threads_cpu": round(cap.trainer_threads_cpu, 2),
             "caps": cap.caps,
             "binding": binding,
+            "predicted_speedup": _round(prediction.speedup if prediction else None),
+            "predicted_speedup_low": _round(prediction.low if prediction else None),
+            "predicted_speedup_high": _round(prediction.high if prediction else None),
+            "data_wait_effective_samples": _round(spent.effective_samples if spent else None),
+            "provisional": cap.too_uncertain,
             "dataset_kind": loader.dataset_kind,
             "parts": cap.caps.get("parts"),
             "needs": cap.missing,
@@ -205,10 +211,10 @@ def _input_bound_advice(
     reshard = _reshard(cap) if binding == "parts" else None
     parts, change = _changes(cap, more, threads, reshard)
     if more is not None:
-        detail = f"{reach}: {_more_workers_story(cap, wait, more, binding)}"
+        detail = f"{reach}: {_more_workers_story(cap, wait, more, binding)}{_provisional(cap)}"
         replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more)
     else:
-        what = f"{binding} limit" if binding else "no more are needed at this pace"
+        what = f"{binding} limit" if binding not in (None, "pace") else "no more are needed at this pace"
         detail = f"{reach}; {cap.needed} {unit} would do, so more will not help ({what})."
         replay = None
     if more is None and reshard is None:
@@ -216,7 +222,35 @@ def _input_bound_advice(
             "make each sample cheaper" + (f", starting with {hot}" if hot else "")
             + " (decode smaller images, cache preprocessed samples, move augmentation to the GPU)"
         )  # fmt: skip
-    return detail, "; then ".join(parts), change or None, replay
+    span = cap.suggested_range
+    unsettled = f" (provisional: any of {span[0]}-{span[1]} fits so far)" if more and span and cap.too_uncertain else ""
+    return detail, "; then ".join(parts) + unsettled, change or None, replay
+
+
+# what sets the best pace the model sees, as a sentence names it
+BINDS = {
+    "pace": "the trainer's own pace",
+    "cpus": "the CPUs the job may use",
+    "parts": "the source's parts",
+    "memory": "the memory free for more workers",
+    "disk": "the disk it reads",
+    "gil": "the GIL its threads share",
+}
+
+
+def _provisional(cap: Capacity) -> str:
+    """Where the counts at the inputs' errors lie more than a preferred step apart, the count is the
+    model's best guess, not yet one answer: the range that fits, and how long a window settles it."""
+    if not cap.too_uncertain or cap.suggested_range is None:
+        return ""
+    low, high = cap.suggested_range
+    more, spent = cap.settled_in_s(), cap.loader.trainer_time
+    read = (f" ({spent.window_s:.0f} s of samples read the wait ±{(wait_error(cap.loader) or 0) * 100:.0f} points)"
+            if spent and spent.window_s else "")  # fmt: skip
+    total = spent.window_s + more if more is not None and spent and spent.window_s else None
+    settle = (f"; about {total:.0f} s of samples settle one count (dltop snapshot --duration {math.ceil(total)})"
+              if total is not None else "")  # fmt: skip
+    return f" Provisional: any of {low}-{high} fits the figures so far{read}{settle}."
 
 
 def _changes(
@@ -247,12 +281,26 @@ def _more_workers_story(cap: Capacity, wait: float, more: int, binding: Optional
     who = f"Its {unit.removesuffix('(s)')}s" if workers else "The fetch"
     io = f" {who} mostly wait (storage, network) rather than compute, so more of them than CPUs fit." if (
         cap.io_bound_workers and more > (cap.cpus_per_rank or more)) else ""  # fmt: skip
-    capped = f" (capped by {binding})" if binding else ""
-    each = min(1.0, (workers * cap.figures.busy if workers else wait) * speedup / more)
+    capped = f" (capped by {binding})" if binding not in (None, "pace") else ""
+    pace = cap.prediction.speedup if cap.prediction is not None else speedup
+    each = min(1.0, (workers * cap.figures.working if workers else wait) * pace / more)
     shared = (" Threads share one GIL: this holds while their Python work stays under a core."
               if on_threads(cap.loader) else "")  # fmt: skip
     return (f"that takes about {more} {unit}{capped}{_within(cap)}, each busy about"
-            f" {each * 100:.0f}%.{io}{shared}{_parts_needed(cap, more)}{_since(cap)}")  # fmt: skip
+            f" {each * 100:.0f}%.{_predicted(cap)}{io}{shared}{_parts_needed(cap, more)}{_since(cap)}")  # fmt: skip
+
+
+def _predicted(cap: Capacity) -> str:
+    """The pace the count predicts, with its interval and what binds it."""
+    prediction, binding = cap.prediction, cap.binding
+    if prediction is None or binding is None:
+        return ""
+    return (f" Predicted: {_times(prediction.speedup)} ({_times(prediction.low)}-{_times(prediction.high)}) its"
+            f" pace now, bound by {BINDS[binding]}; more would be within the figures' error of it.")  # fmt: skip
+
+
+def _times(speedup: float) -> str:
+    return f"{speedup:.2f}x" if speedup < 10 else f"{speedup:.1f}x"
 
 
 def _across_ranks(cap: Capacity, per_rank: int) -> str:
@@ -266,36 +314,34 @@ def _across_ranks(cap: Capacity, per_rank: int) -> str:
 
 def _parts_needed(cap: Capacity, workers: int) -> str:
     """An iterable source whose parts dltop could not count: the count holds only if there are enough."""
-    if cap.loader.dataset_kind != "iterable" or "parts" in cap.caps:
+    loader = cap.loader
+    if loader.dataset_kind != "iterable" or "parts" in cap.caps:
         return ""
-    return (f" An IterableDataset gives each worker its own part of the source (shards, files): {workers} workers"
-            f" need at least {workers} parts, or the extra ones get nothing (webdataset stops the job).")  # fmt: skip
+    seen = (f" Its workers were seen reading {loader.parts_read} of the {loader.parts_source} so far: it has at"
+            " least that many parts, and all of them if it reads the whole folder." if loader.parts_read is not None
+            else "")  # fmt: skip
+    return (f" An IterableDataset gives each worker its own part of the source (shards, files): {workers}"
+            f" workers need at least {workers} parts, or the extra ones get nothing (webdataset stops the"
+            f" job).{seen}")  # fmt: skip
 
 
 def _reshard(cap: Capacity) -> Optional[str]:
-    """The parts of an iterable source bind: more, smaller shards let more workers read at once.
-    Parts known only as the shard files seen read so far (of more in their folder) may be all the
-    loader reads, or the first of them: both are said."""
+    """The parts of an iterable source bind: more, smaller shards let more workers read at once."""
     parts = cap.caps["parts"]
     want = min([cap.needed or parts, *(v for k, v in cap.caps.items() if k != "parts")])
     if want <= parts:
         return None
     how = f" ({cap.parts_source})" if cap.parts_source else ""
-    reshard = (f"re-shard the source into at least {want} parts (it has {parts}{how}: workers beyond the parts get"
-               f" nothing), then {loader_change(cap.loader, num_workers=want)}{_across_ranks(cap, want)}")  # fmt: skip
-    loader = cap.loader
-    if parts == loader.parts_read:
-        return (
-            f"{reshard}; if it reads all {loader.parts} files in that folder, dltop raises its count as it"
-            " sees its workers read more of them"
-        )
-    return reshard
+    return (f"re-shard the source into at least {want} parts (it has {parts}{how}: workers beyond the parts get"
+            f" nothing), then {loader_change(cap.loader, num_workers=want)}{_across_ranks(cap, want)}")  # fmt: skip
 
 
 def _within(cap: Capacity) -> str:
-    """The range the data wait's noise leaves the count in, where it is more than one count."""
+    """The range the inputs' errors leave the count in, where it is more than one count."""
     span = cap.suggested_range
-    return f" (any of {span[0]}-{span[1]} fits the measured wait)" if span and span[0] != span[1] else ""
+    if cap.too_uncertain:  # said with how long settles it (_provisional)
+        return ""
+    return f" (any of {span[0]}-{span[1]} fits the measured figures)" if span and span[0] != span[1] else ""
 
 
 def _since(cap: Capacity) -> str:

@@ -1,18 +1,32 @@
 """How fast a job could go, and with how many workers: one model that every advice rule reads,
 so their suggestions agree (no rule undoes another's).
 
-A trainer fed by N workers runs at rate X0 (batches/s, unknown in absolute terms) and waits for
+A trainer fed by N0 workers runs at rate X0 (batches/s, unknown in absolute terms) and waits for
 data a share W of its time. Per batch it needs (1 - W) / X0 seconds of its own; each batch costs
-T / X0 CPU-seconds in the trainer and K / X0 in the workers, T and K being the cores they use now
-(window means). Faster than X0 it cannot go beyond its own pace, X0 / (1 - W), nor beyond what
-the CPUs allow, A / (T + K) * X0 with A the CPUs the job may use (affinity, cgroup quota) — every
-figure of the job's processes summed, so ranks sharing a node share its CPUs. The reachable
-speed-up is the smaller of the two; the workers for it, N * busy * speed-up (with a headroom),
-busy being the share of time a worker works. With num_workers=0 the trainer fetches itself: the
-fetch, a share W of its time, moves to the workers, and its CPU is already in T.
+the job J / X0 CPU-seconds, J being the cores its trainers and workers use now (window means). With
+N workers its pace, relative to now, is the predicted speed-up
+
+    S(N) = min(1 / (1 - W),  A / J,  N / (N0 * busy),  the caps)
+
+its own pace; what the CPUs allow (A the CPUs the job may use: affinity, cgroup quota; every
+process of the job summed, so ranks sharing a node share its CPUs; a batch costs the same CPU
+whatever N, and N workers never use more than N cores, which the third term keeps); what N workers
+supply, each working the share ``busy`` of its time now; and what stops more workers from helping
+(memory, a saturated disk, an iterable source's parts, a GIL: ``caps``, workers at most). With
+num_workers=0 the trainer fetches itself: the fetch, a share W of its time, moves to the workers
+(N / W), and its CPU is already in J.
+
+Every input carries one standard error, counted by its effective samples (neighbouring samples
+and ticks are alike): the wait's from the trainer's samples, the workers' busy share from their
+distinct stacks, the CPU figures from their spread over the ticks; a figure's error is what each
+input moved alone by its error changes of it, added in quadrature. The best is the largest S the
+model sees; the suggestion is the fewest N whose S is within that best's error (at least the
+``same_pace_share`` that ``dltop bench`` allows a measurement): more would not measurably help.
+Where the counts at the inputs' errors lie more than one step of ``PREFERRED_WORKERS`` apart, the
+window is too short for one answer: the rules say how long would do instead of a number.
 
 A thread pipeline's workers are threads of the trainer: their figures are the threads' own, their
-CPU is in T already, and they share one GIL, which caps them where their Python work fills a core
+CPU is in J already, and they share one GIL, which caps them where their Python work fills a core
 (``gil.py``).
 
 When the CPUs bind and the trainer runs intra-op threads beside its main thread (torch's
@@ -23,15 +37,19 @@ change that helps, not fewer workers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from dltop.diagnose.figures import (
     WorkerFigures,
+    cpu_figures,
     cpu_means,
     saturated_disks,
     source_parts,
+    tick_error,
     trusted_wait,
     wait_error,
     worker_figures,
@@ -43,9 +61,27 @@ from dltop.diagnose.window import ShownAdvice, Window
 from dltop.model import ENDED, LoaderSample
 from dltop.settings import DEFAULTS, Settings
 
-# the counts a suggestion prefers where its range holds several (about 25% apart, as Renard's
-# series): two reports of one steady job then name the same count, not 38 and 44
+# the yardstick of one answer (about 25% apart, as Renard's series): the counts the inputs' two
+# ends ask for may lie one step of it apart, no more; the count itself is the fewest that does
 PREFERRED_WORKERS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256)
+# S(N) of a pace-bound trainer: its own pace at most 20x (a wait read as 100% is not infinite room)
+MAX_PACE = 20.0
+
+
+class Inputs(NamedTuple):
+    """The model's inputs at one point of their errors."""
+
+    wait: float  # the trainer's data-wait share
+    busy: float  # the share of its time a worker works (the larger of its stacks' and its CPU's)
+    job_cpu: Optional[float]  # cores the job uses
+
+
+class Prediction(NamedTuple):
+    """S(N) for the suggested N, less and plus its error."""
+
+    speedup: float
+    low: float
+    high: float
 
 
 @dataclass(frozen=True)
@@ -61,20 +97,28 @@ class Capacity:
     job_cpu: Optional[float]  # cores the job's trainers and workers use (figures.job_cpu), window mean
     trainer_cpu: float  # this trainer, window mean
     trainer_threads_cpu: float  # its threads beyond the main one (intra-op), window mean
-    speedup_pace: Optional[float]  # 1 / (1 - W)
-    speedup_cpus: Optional[float]  # A / job_cpu
-    needed: Optional[int]  # workers to keep up at the reachable speed-up, before the caps
     caps: dict[str, int]  # memory | disk | parts | gil -> workers at most
     missing: Optional[str]  # what the model lacks to give a number, in words
-    # ``needed`` at the data wait minus and plus its spread of standard errors: every count in it fits
-    needed_range: Optional[tuple[int, int]] = None
+    job_cpu_error: float = 0.0  # one standard error of job_cpu
     shown: Optional[ShownAdvice] = None  # what a live view showed for this trainer so far
     ranks: int = 1  # trainers (ranks) on this node sharing its CPUs: one script, one change for all
     parts_source: Optional[str] = None  # how caps["parts"] (an iterable source's parts) was learnt
     settings: Settings = DEFAULTS  # the thresholds the model was worked out with
+    error_scale: float = 1.0  # the inputs' errors times this (a longer window's: pending's estimate)
+
+    @property
+    def speedup_pace(self) -> Optional[float]:
+        """1 / (1 - W): the trainer's own pace."""
+        return _pace(self.wait) if self.wait is not None else None
+
+    @property
+    def speedup_cpus(self) -> Optional[float]:
+        """A / J: what the CPUs the job may use allow."""
+        return self.cpus_allowed / self.job_cpu if self.cpus_allowed and self.job_cpu else None
 
     @property
     def speedup(self) -> Optional[float]:
+        """The reachable speed-up before any cap: the smaller of the pace and the CPUs'."""
         known = [s for s in (self.speedup_pace, self.speedup_cpus) if s is not None]
         return min(known) if known else None
 
@@ -90,44 +134,183 @@ class Capacity:
         by_cpus = self.speedup_cpus
         return self.limited_by_cpus and by_cpus is not None and by_cpus < self.settings.cpu_bound_speedup
 
-    def _capped(self, needed: int) -> int:
-        return max(min(self.workers, self.caps.get("parts", self.workers)), min([needed, *self.caps.values()]))
+    # -- the model ------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def central(self) -> Optional[Inputs]:
+        """The inputs as measured; None where the model lacks one (``missing``)."""
+        if self.missing is not None or self.wait is None:
+            return None
+        return Inputs(min(self.wait, self.settings.max_wait_share), self.figures.working, self.job_cpu)
+
+    @functools.cached_property
+    def moves(self) -> list[tuple[Inputs, Inputs]]:
+        """The central inputs with one of them moved down and up by ``capacity_errors`` of its
+        standard errors (the others as measured): each input's share of a figure's error."""
+        if self.central is None:
+            return []
+        k, f, x = self.settings.capacity_errors * self.error_scale, self.figures, self.central
+        w_err = k * (wait_error(self.loader) or 0.0)
+        wait = (max(0.0, x.wait - w_err), min(x.wait + w_err, self.settings.max_wait_share))
+        # a worker's working share: its CPU is a floor of it, and its stacks say at most all of its time
+        busy = (max(0.0, f.busy - k * f.busy_error, f.cpu - k * f.cpu_error),
+                max(min(1.0, f.busy + k * f.busy_error), f.cpu + k * f.cpu_error))  # fmt: skip
+        moved = [
+            (x._replace(wait=wait[0]), x._replace(wait=wait[1])),
+            (x._replace(busy=busy[0]), x._replace(busy=busy[1])),
+        ]
+        if x.job_cpu:
+            cpu = k * self.job_cpu_error
+            moved.append((x._replace(job_cpu=max(x.job_cpu - cpu, 1e-3)), x._replace(job_cpu=x.job_cpu + cpu)))
+        return moved
+
+    def interval(self, figure: Callable[[Inputs], float]) -> tuple[float, float, float]:
+        """(figure, less and plus its error): each input moved alone, the changes it makes added in
+        quadrature (the inputs' errors are independent)."""
+        assert self.central is not None
+        value = figure(self.central)
+        downs, ups = [], []
+        for low, high in self.moves:
+            ends = (figure(low), figure(high))
+            downs.append(max(0.0, value - min(ends)))
+            ups.append(max(0.0, max(ends) - value))
+        return value, value - math.hypot(*downs), value + math.hypot(*ups)
+
+    @property
+    def floor(self) -> int:
+        """The fewest workers advised: those running now (too-many-workers judges fewer), or the
+        parts of an iterable source where there are fewer."""
+        return min(self.workers, self.caps.get("parts", self.workers))
+
+    @property
+    def ceiling(self) -> Optional[int]:
+        """The most workers that help (the tightest cap), never under the floor; None: no cap."""
+        return max(self.floor, min(self.caps.values())) if self.caps else None
+
+    def speedup_at(self, workers: int, inputs: Inputs) -> float:
+        """S(N): the trainer's pace with ``workers`` workers, relative to now."""
+        ceiling = self.ceiling
+        count = min(workers, ceiling) if ceiling is not None else workers
+        demand = self.workers * inputs.busy if self.workers else inputs.wait
+        supply = count / demand if demand > 0 else math.inf
+        return min(self._reach(inputs), supply)
+
+    def best(self, inputs: Inputs) -> float:
+        """The largest S the model sees: at the tightest cap, else wherever supply meets the reach."""
+        ceiling = self.ceiling
+        return self.speedup_at(ceiling, inputs) if ceiling is not None else self._reach(inputs)
+
+    def _reach(self, inputs: Inputs) -> float:
+        pace = _pace(inputs.wait)
+        return min(pace, self.cpus_allowed / inputs.job_cpu) if self.cpus_allowed and inputs.job_cpu else pace
+
+    def wanted(self, inputs: Inputs, tolerance: float, capped: bool = True) -> float:
+        """The workers (a real number) whose S is ``tolerance`` below the best; the floor at least."""
+        demand = self.workers * inputs.busy if self.workers else inputs.wait
+        best = self.best(inputs) if capped else self._reach(inputs)
+        wanted = max(float(self.floor), (best - tolerance) * demand)
+        ceiling = self.ceiling
+        return min(wanted, ceiling) if capped and ceiling is not None else wanted
+
+    @functools.cached_property
+    def tolerance(self) -> Optional[float]:
+        """How far below the best a pace still counts as the best: the best's error, at least
+        ``same_pace_share`` of it."""
+        if self.central is None:
+            return None
+        best, low, _ = self.interval(self.best)
+        return max(best - low, self.settings.same_pace_share * best)
+
+    @functools.cached_property
+    def chosen(self) -> Optional[int]:
+        """The model's count, caps applied: the fewest within the error of the best."""
+        if self.central is None or self.tolerance is None:
+            return None
+        return _count(self.wanted(self.central, self.tolerance))
+
+    @property
+    def needed(self) -> Optional[int]:
+        """The workers the model wants before the caps (whether they bind: ``binding``)."""
+        if self.central is None or self.tolerance is None:
+            return None
+        return _count(self.wanted(self.central, self.tolerance, capped=False))
+
+    @functools.cached_property
+    def needed_range(self) -> Optional[tuple[int, int]]:
+        """The counts (caps applied) at the inputs' errors: the fewest within ``same_pace_share`` of
+        the best, less and plus its error."""
+        if self.central is None:
+            return None
+        share = self.settings.same_pace_share
+        _, low, high = self.interval(lambda x: self.wanted(x, share * self.best(x)))
+        return _count(low), _count(high)
 
     @property
     def suggested_range(self) -> Optional[tuple[int, int]]:
-        """The workers to suggest at either end of the data wait's noise, caps applied; where the
-        CPUs bind, what they fit is the ceiling (not a point in the noise)."""
-        if self.needed_range is None or self.needed is None:
+        """Every count that fits the inputs' errors: from the ends' and the model's own."""
+        if self.needed_range is None or self.chosen is None:
             return None
-        low, high = self.needed_range
-        high = min(high, self.needed) if self.limited_by_cpus else high
-        return self._capped(low), self._capped(high)
+        low, high = min(self.needed_range[0], self.chosen), max(self.needed_range[1], self.chosen)
+        if self.chosen > self.workers:  # the model asks for more: so does the count, whatever its noise
+            low = max(low, self.workers + 1)
+        return low, max(low, high)
+
+    @property
+    def too_uncertain(self) -> bool:
+        """The counts at the inputs' errors, each as its nearest preferred count, lie more than one
+        step of the series apart: no one answer yet."""
+        if self.needed_range is None:
+            return False
+        low, high = (_preferred_step(n) for n in self.needed_range)
+        return high - low > 1
+
+    @property
+    def held(self) -> bool:
+        """A live view keeps the count it showed while it stays in the range."""
+        span = self.suggested_range
+        return self.shown is not None and span is not None and span[0] <= self.shown.workers <= span[1]
 
     @property
     def suggested(self) -> Optional[int]:
         """One number that holds while the job does: what was shown, while it stays in the range;
-        else the preferred number in the range nearest the model's own (two reports of one steady
-        job agree), or the model's own where the range holds none."""
-        if self.needed is None or self.suggested_range is None:
-            return None
-        low, high = self.suggested_range
-        central = self._capped(self.needed)
-        if central > self.workers:  # the model asks for more: so does the count, whatever its noise
-            low = max(low, self.workers + 1)
-        if self.shown is not None and low <= self.shown.workers <= high:
+        else the fewest within the error of the best (provisional where ``too_uncertain``: a count
+        in the range is still a change worth making, and the advice says how long settles it)."""
+        if self.shown is not None and self.held:
             return self.shown.workers
-        fitting = [n for n in PREFERRED_WORKERS if low <= n <= high]
-        return min(fitting, key=lambda n: (abs(n - central), n)) if fitting else central
+        return self.chosen
+
+    @property
+    def prediction(self) -> Optional[Prediction]:
+        """S at the suggested count."""
+        count = self.suggested
+        if count is None or self.central is None:
+            return None
+        return Prediction(*self.interval(lambda x: self.speedup_at(count, x)))
 
     @property
     def binding(self) -> Optional[str]:
-        """What stops more workers from helping: cpus | memory | disk | parts | gil | None (the model's own count)."""
-        if self.needed is None:
+        """What sets the best: cpus | memory | disk | parts | gil | pace (the trainer's own) | None
+        (no model)."""
+        if self.central is None:
             return None
         tightest = min(self.caps, key=self.caps.__getitem__) if self.caps else None
-        if tightest is not None and self.caps[tightest] < self.needed:
+        if tightest is not None and self.best(self.central) < self._reach(self.central) * (1 - 1e-9):
             return tightest
-        return "cpus" if self.limited_by_cpus else None
+        return "cpus" if self.limited_by_cpus else "pace"
+
+    def settled_in_s(self) -> Optional[float]:
+        """Seconds more of watching for one answer: errors shrink as the square root of the window
+        (its effective samples grow with it), so a window ``1 / f**2`` as long as now gives the
+        errors times f; f found by halving. None where the window's length is unknown."""
+        spent = self.loader.trainer_time
+        if not self.too_uncertain or spent is None or not spent.window_s:
+            return None
+        low, high = 0.0, 1.0
+        for _ in range(20):
+            middle = (low + high) / 2
+            settled = not dataclasses.replace(self, error_scale=middle, shown=None).too_uncertain
+            low, high = (middle, high) if settled else (low, middle)
+        return spent.window_s / max(low, 0.05) ** 2 - spent.window_s
 
     @property
     def io_bound_workers(self) -> bool:
@@ -167,20 +350,17 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     allowed = system.cpus_allowed if system is not None else None
     ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ENDED))
     job_cores, trainer_cpu, main_cpu = cpu_means(window, loader.trainer_pid)
+    cpu_ticks = window.per_tick(cpu_figures, loader.trainer_pid)[1:]  # rates need a tick before them
+    job_error = tick_error([t[0] for t in cpu_ticks if t[0] is not None], settings.max_autocorrelation)
     trainer_cpu = trainer_cpu or 0.0
     pipeline_cpu = (pipeline_cores(window, loader) or 0.0) if threads else 0.0  # not intra-op work
     threads_cpu = max(0.0, trainer_cpu - main_cpu - pipeline_cpu) if main_cpu is not None else 0.0
-    pace = _pace(wait) if wait is not None else None
-    by_cpus = allowed / job_cores if allowed and job_cores else None
     missing = _missing(wait, workers, figures, allowed, job_cores, threads)
-    needed, needed_range = None, None
-    if missing is None and wait is not None:  # nothing missing: the wait is known
-        needed, needed_range = _needed(loader, wait, workers, figures, by_cpus, settings)
     caps, parts_source = _caps(window, loader, workers, figures, settings)
     per_rank = allowed / ranks if allowed else None
-    return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, pace,
-                    by_cpus, needed, caps, missing, needed_range,
-                    window.shown_advice.get(advice_key(loader)), ranks, parts_source, settings)  # fmt: skip
+    return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, caps,
+                    missing, job_error, window.shown_advice.get(advice_key(loader)), ranks, parts_source,
+                    settings)  # fmt: skip
 
 
 def _worker_figures(
@@ -190,28 +370,12 @@ def _worker_figures(
     yet and the trainer waits: short-lived workers exit before their first dump, and workers that
     cannot keep up work all the time, whatever their CPU says (they may wait on I/O); an idle one
     would have a batch ready and the trainer would not wait (prefetch_factor)."""
-    figures = thread_figures(window, loader) if on_threads(loader) else worker_figures(window, set(loader.worker_pids))
+    rho = settings.max_autocorrelation
+    pids = set(loader.worker_pids)
+    figures = thread_figures(window, loader, rho) if on_threads(loader) else worker_figures(window, pids, rho)
     if workers and not figures.sampled and wait is not None and wait * 100 >= settings.input_bound_percent:
-        return dataclasses.replace(figures, busy=1.0)
+        return dataclasses.replace(figures, busy=1.0, busy_error=0.0)
     return figures
-
-
-def _needed(
-    loader: LoaderSample,
-    wait: float,
-    workers: int,
-    figures: WorkerFigures,
-    by_cpus: Optional[float],
-    settings: Settings,
-) -> tuple[int, tuple[int, int]]:
-    """(workers needed at the measured wait, at the wait minus and plus its spread): every count in
-    the range fits the measurement, so advice need not move with its noise."""
-    spread = settings.advice_spread_errors * (wait_error(loader) or 0.0)
-    low, central, high = (
-        _workers_needed(max(0.0, min(w, settings.max_wait_share)), workers, figures.busy, by_cpus, settings)
-        for w in (wait - spread, wait, wait + spread)
-    )
-    return central, (low, high)
 
 
 def _caps(
@@ -240,18 +404,19 @@ def advice_key(loader: LoaderSample) -> tuple[int, str]:
     return loader.trainer_pid, loader.dataset or ""
 
 
+def _count(wanted: float) -> int:
+    """Whole workers for a real number of them (rounding noise aside)."""
+    return math.ceil(round(wanted, 6))
+
+
+def _preferred_step(count: int) -> int:
+    """The place in ``PREFERRED_WORKERS`` of the preferred count nearest ``count`` (the larger on a tie)."""
+    return min(range(len(PREFERRED_WORKERS)), key=lambda i: (abs(PREFERRED_WORKERS[i] - count), -i))
+
+
 def _pace(wait: float) -> float:
     """How much faster the trainer could go on its own pace, X0 / (1 - W) (at most 20x)."""
-    return 1 / max(1 - wait, 0.05)
-
-
-def _workers_needed(wait: float, workers: int, busy: float, by_cpus: Optional[float], settings: Settings) -> int:
-    """The workers that keep a trainer waiting ``wait`` of its time up with its reachable speed-up."""
-    pace = _pace(wait)
-    reach = min(pace, by_cpus) if by_cpus is not None else pace
-    demand = workers * busy if workers else wait
-    needed = math.ceil(round(demand * reach * settings.workers_headroom, 6))
-    return min(needed, workers) if reach < settings.min_gain else needed  # no room to go faster: no headroom alone
+    return min(1 / max(1 - wait, 1e-9), MAX_PACE)
 
 
 def _missing(

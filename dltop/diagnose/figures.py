@@ -7,11 +7,11 @@ A figure of one tick is a plain function of that tick; a rule reads it over the 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
-from dltop.diagnose.knobs import command_line_change, found_site, is_dataloader, pipeline_change
+from dltop.diagnose.knobs import command_line_change, found_site, pipeline_change
 from dltop.diagnose.window import Window, of_tick
 from dltop.model import JOB_ROLES, LoaderSample, ProcessSample, Snapshot
 from dltop.settings import Settings
@@ -23,13 +23,16 @@ BUSY = ("fetching", "collating", "sending", "stuck")
 class WorkerFigures:
     """A loader's workers averaged over the window: busy share (stacks; their CPU share when no
     stack of theirs was sampled: ``sampled`` False), CPU share of a core, run-queue wait share,
-    private memory (USS, else RSS) per worker in bytes."""
+    private memory (USS, else RSS) per worker in bytes; one standard error of the busy share and of
+    the CPU share (what the capacity model reads them with)."""
 
     busy: float
     cpu: float
     cpu_wait: float
     memory: float
     sampled: bool = True
+    busy_error: float = 0.0
+    cpu_error: float = 0.0
 
     @property
     def working(self) -> float:
@@ -48,27 +51,60 @@ class _WorkerTick(NamedTuple):
     cpu: float  # sum of their CPU shares (0..1 each)
     waited: int  # workers with a run-queue wait share
     wait: float
+    dumps: frozenset[tuple[int, Optional[str]]]  # (pid, when its stack was sampled) of the stacked ones
 
 
 def _worker_tick(snap: Snapshot, pids: frozenset[int]) -> _WorkerTick:
     rows = [p for p in snap.processes if p.pid in pids]
-    activities = [p.activity for p in rows if p.activity != "unknown" and p.stack]
+    stacked = [p for p in rows if p.activity != "unknown" and p.stack]
     cpus = [p.cpu_percent / 100 for p in rows if p.cpu_percent is not None]
     waits = [p.cpu_wait_percent / 100 for p in rows if p.cpu_percent is not None and p.cpu_wait_percent is not None]
-    return _WorkerTick(
-        len(activities), sum(a in BUSY for a in activities), len(cpus), sum(cpus), len(waits), sum(waits)
-    )
+    return _WorkerTick(len(stacked), sum(p.activity in BUSY for p in stacked), len(cpus), sum(cpus), len(waits),
+                       sum(waits), frozenset((p.pid, p.stack_at) for p in stacked))  # fmt: skip
 
 
-def worker_figures(window: Window, pids: set[int]) -> WorkerFigures:
-    stacked, busy, rated, cpu, waited, wait = zip(*window.per_tick(_worker_tick, frozenset(pids)))
+def worker_figures(window: Window, pids: set[int], max_rho: float = 0.95) -> WorkerFigures:
+    ticks = window.per_tick(_worker_tick, frozenset(pids))
+    stacked, busy, rated, cpu, waited, wait, _ = zip(*ticks)
     # rates need a tick before them: the first tick's are left out
     cpu_share = sum(cpu[1:]) / max(1, sum(rated[1:]))
     waits = sum(wait[1:]) / max(1, sum(waited[1:]))
     memory = _mean([m for p in window.latest.processes if p.pid in pids and (m := private_memory(p))])
     stacked_total, busy_total = sum(stacked), sum(busy)
-    return WorkerFigures(busy_total / stacked_total if stacked_total else min(1.0, cpu_share), cpu_share, waits,
-                         memory or 0.0, bool(stacked_total))  # fmt: skip
+    share = busy_total / stacked_total if stacked_total else min(1.0, cpu_share)
+    cpu_error = tick_error([t.cpu / t.rated for t in ticks[1:] if t.rated], max_rho)
+    busy_error = share_error(share, _stacks_read(ticks)) if stacked_total else cpu_error
+    return WorkerFigures(share, cpu_share, waits, memory or 0.0, bool(stacked_total), busy_error, cpu_error)
+
+
+def _stacks_read(ticks: list[_WorkerTick]) -> int:
+    """The distinct stacks behind the ticks' busy counts: a worker's stack is read every few
+    seconds and shown at every tick until the next, so a stack shown at ten ticks is one sample
+    (one whose time is unknown counts at each tick)."""
+    dated = {dump for tick in ticks for dump in tick.dumps if dump[1] is not None}
+    return len(dated) + sum(1 for tick in ticks for dump in tick.dumps if dump[1] is None)
+
+
+def share_error(share: float, samples: float) -> float:
+    """One standard error of a share read from ``samples`` independent samples, sqrt(p (1 - p) / n);
+    a share of all or nothing is still +-1/n (its floor)."""
+    return math.sqrt(max(share * (1 - share), 1 / samples) / samples) if samples > 0 else 1.0
+
+
+def tick_error(values: list[float], max_rho: float = 0.95) -> float:
+    """One standard error of the mean of per-tick readings: their spread over the ticks' effective
+    count, n (1 - rho) / (1 + rho) for their lag-1 autocorrelation rho (neighbouring ticks are
+    alike: a CPU reading spans the tick before). 0 where fewer than two readings show a spread."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    squares = sum((v - mean) ** 2 for v in values)
+    if not squares:
+        return 0.0
+    rho = sum((a - mean) * (b - mean) for a, b in zip(values, values[1:])) / squares
+    rho = min(max(rho, 0.0), max_rho)
+    return math.sqrt(squares / (n - 1) / (n * (1 - rho) / (1 + rho)))
 
 
 def private_memory(proc: ProcessSample) -> Optional[int]:
@@ -175,12 +211,13 @@ def trusted_wait(loader: LoaderSample, min_samples: int) -> Optional[float]:
 
 def wait_error(loader: LoaderSample) -> Optional[float]:
     """One standard error (0..1) of the loader's sampled data-wait share: sqrt(p (1 - p) / n) for
-    n trainer samples (a lower bound: neighbouring samples are alike)."""
+    the trainer's effective samples (neighbouring samples are alike: a wait comes in runs), its raw
+    count where the collector did not say."""
     spent = loader.trainer_time
     if spent is None or not spent.samples or loader.data_wait_percent is None:
         return None
-    share = loader.data_wait_percent / 100
-    return math.sqrt(max(share * (1 - share), 1 / spent.samples) / spent.samples)
+    samples = spent.effective_samples if spent.effective_samples is not None else spent.samples
+    return share_error(loader.data_wait_percent / 100, samples)
 
 
 def surely_above(wait: float, error: Optional[float], percent: float) -> bool:
@@ -228,53 +265,6 @@ def loader_change(loader: LoaderSample, **changes: object) -> str:
         return f"{kwargs}  # in {builder}(...){where}, which builds the DataLoader{over}{now}"
     kwargs = ", ".join(f"{k}={v!r}" for k, v in changes.items())
     return f"{kwargs}  # in the DataLoader{over}{where}{now}"
-
-
-TWIN_STEP_MS = 20.0
-
-
-def bench_args(
-    loader: LoaderSample, figures: WorkerFigures, wait: float, trainer_cpu: float, **changes: object
-) -> Optional[list[str]]:
-    """``dltop bench`` arguments that replay this loader on a twin, current settings vs ``changes``;
-    None for another pipeline than a DataLoader (the twin is one).
-
-    The twin keeps what dltop measured as ratios, scaled to a 20 ms step (the absolute batch rate
-    is not known): per batch, the trainer's own time S and the workers' time N * working * S / (1 - W),
-    split into CPU and waiting as the workers' CPU share says, spread over the batch's real size
-    when a worker showed it. The step computes on CPU when the trainer did, with as many threads as
-    the cores it kept busy while running (its intra-op threads compete with the workers, as in the
-    job), else sleeps (a GPU step).
-    """
-    if not is_dataloader(loader):
-        return None
-    workers = loader.num_workers
-    period = TWIN_STEP_MS / max(1 - wait, 0.05)
-    batch_ms = (workers * figures.working if workers else wait) * period
-    cpu_share = min(1.0, figures.cpu / figures.working) if workers and figures.working else 1.0
-    running_cores = trainer_cpu / max(1 - wait, 0.05)
-    step = ["--step-kind", "cpu", "--step-threads", str(max(1, round(running_cores)))] if running_cores > 0.5 else []
-    size = loader.batch_size or 1
-    current = {"num_workers": workers, "persistent_workers": loader.persistent_workers, "pin_memory": loader.pin_memory}
-    proposed = {**current, **changes}
-    return [
-        "--workload",
-        f"twin:cpu_ms={batch_ms * cpu_share / size:.4g},io_ms={batch_ms * (1 - cpu_share) / size:.4g},sample_kb=4",
-        "--batch-size",
-        str(size),
-        "--step-ms",
-        f"{TWIN_STEP_MS:g}",
-        *step,
-        "--compare",
-        _bench_config(current),
-        _bench_config(proposed),
-    ]
-
-
-def _bench_config(settings: Mapping[str, object]) -> str:
-    """'num_workers=4,persistent_workers=True' (dltop.bench.config syntax; unknown settings left out)."""
-    return ",".join(f"{k}={v}" for k, v in settings.items() if v is not None and (k == "num_workers" or
-                                                                                 settings["num_workers"]))  # fmt: skip
 
 
 def _worker_activities(snap: Snapshot, pids: frozenset[int]) -> dict[int, bool]:
@@ -355,14 +345,13 @@ def source_parts(window: Window, loader: LoaderSample, settings: Settings) -> tu
     """(parts, how known) of an iterable loader's source: the fewest of what the collector counted
     and what its starving workers imply — torch's convention (webdataset's split_by_worker,
     datasets' shards) deals parts round-robin, so with k of N workers starving there are N - k (a
-    directory may hold more shards than the loader reads). Of shard files counted in a folder,
-    only those seen read count: more workers than the loader's parts crash webdataset at start or
-    idle, so the count grows as its workers are seen reading more, never ahead of them."""
+    directory may hold more shards than the loader reads). Shard files counted in a folder of
+    which its workers were seen reading only some are no count: the loader may read all of them or
+    only those (webdataset over 2 of 4), and the files seen read are a floor, which caps nothing
+    (``LoaderSample.parts_read`` says it)."""
     if loader.dataset_kind != "iterable":
         return None, None
-    parts, how = loader.parts, loader.parts_source
-    if loader.parts_read is not None:
-        parts, how = loader.parts_read, f"seen read so far, of the {loader.parts_source}"
+    parts, how = (loader.parts, loader.parts_source) if loader.parts_read is None else (None, None)
     starving = starving_workers(window, loader, settings)
     implied = loader.num_workers - starving.count if starving.count else None
     if implied is not None and (parts is None or implied < parts):

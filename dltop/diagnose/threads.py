@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple, Optional
 
-from dltop.diagnose.figures import BUSY, WorkerFigures, column_means, loader_at
+from dltop.diagnose.figures import BUSY, WorkerFigures, column_means, loader_at, share_error, tick_error
 from dltop.diagnose.window import Window
 from dltop.frames import costly_frame
 from dltop.model import LoaderSample, Snapshot, WorkerThread
@@ -46,18 +46,33 @@ def _thread_tick(snap: Snapshot, trainer_pid: int, dataset: Optional[str]) -> _T
                        sum(every) if every else None)  # fmt: skip
 
 
-def thread_figures(window: Window, loader: LoaderSample) -> WorkerFigures:
+def thread_figures(window: Window, loader: LoaderSample, max_rho: float = 0.95) -> WorkerFigures:
     """The pipeline's working threads as a loader's workers: busy share (the collector's share of
     their samples not idle, else their stacks over the window, else their CPU), CPU share of a
-    core each; no memory of their own (threads share the trainer's)."""
-    stacked, busy, rated, cpu, _ = zip(*window.per_tick(_thread_tick, loader.trainer_pid, loader.dataset))
+    core each; no memory of their own (threads share the trainer's). Their errors as a worker
+    process's: a busy share read from the trainer's effective samples (its threads are sampled with
+    it), or from one stack a tick; the CPU's from its spread over the ticks."""
+    ticks = window.per_tick(_thread_tick, loader.trainer_pid, loader.dataset)
+    stacked, busy, rated, cpu, _ = zip(*ticks)
     cpu_share = sum(cpu) / max(1, sum(rated))
+    cpu_error = tick_error([t.cpu / t.rated for t in ticks if t.rated], max_rho)
     shares = [t.busy_percent / 100 for t in doers(loader.worker_threads) if t.busy_percent is not None]
     if shares:
-        return WorkerFigures(sum(shares) / len(shares), cpu_share, 0.0, 0.0)
+        share = sum(shares) / len(shares)
+        samples = _trainer_samples(loader) * len(shares)
+        return WorkerFigures(share, cpu_share, 0.0, 0.0, True, share_error(share, samples), cpu_error)
     stacked_total = sum(stacked)
-    return WorkerFigures(sum(busy) / stacked_total if stacked_total else min(1.0, cpu_share), cpu_share, 0.0, 0.0,
-                         bool(stacked_total))  # fmt: skip
+    share = sum(busy) / stacked_total if stacked_total else min(1.0, cpu_share)
+    busy_error = share_error(share, sum(1 for n in stacked if n)) if stacked_total else cpu_error
+    return WorkerFigures(share, cpu_share, 0.0, 0.0, bool(stacked_total), busy_error, cpu_error)
+
+
+def _trainer_samples(loader: LoaderSample) -> float:
+    """The trainer's effective samples (its raw count where unsaid; one where it has none)."""
+    spent = loader.trainer_time
+    if spent is None:
+        return 1.0
+    return spent.effective_samples if spent.effective_samples is not None else float(spent.samples or 1)
 
 
 def pipeline_cores(window: Window, loader: LoaderSample) -> Optional[float]:

@@ -144,6 +144,9 @@ class TrainerTime:
     collating_percent: float  # inside __next__ collating or pinning in the main thread
     starting_workers_percent: float  # epoch boundaries: iter(loader), worker start-up and shutdown
     running_percent: float  # everything else: the training step
+    # the samples' worth of independent ones: neighbouring samples are alike (a wait comes in runs), so
+    # n (1 - rho) / (1 + rho) for the lag-1 autocorrelation rho of its waiting / not-waiting series
+    effective_samples: Optional[float] = None
 
     def percent(self, phase: Phase) -> float:
         return float(getattr(self, PHASES[phase]))

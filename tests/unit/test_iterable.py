@@ -107,17 +107,22 @@ def test_a_shard_file_is_a_numbered_data_file_and_its_siblings_share_its_name():
     assert shard_pattern("/data/train.tar") is None and shard_pattern("/data/train-1.py") is None
 
 
-def test_of_shard_files_counted_in_a_folder_only_those_seen_read_are_advised_on():
-    """A folder may hold more shards than the loader reads (webdataset over 2 of 4): advice goes no
-    further than the files its workers were seen reading, and rises as they are seen reading more."""
-    counted = _iterable(bound_window(80.0, workers=1, cpu=100.0), parts=4, source="4 shard files like /d/train-0.tar")
+def test_shard_files_seen_read_are_a_floor_of_the_parts_not_a_cap():
+    """A folder may hold more shards than the loader reads (webdataset over 2 of 4), or it reads them
+    all: the files its workers were seen reading are a floor of its parts, which caps nothing (no
+    "re-shard into at least 3 parts (it has 1" where the folder holds 2); the count says it needs as
+    many parts, and how many were seen read."""
+    counted = _iterable(bound_window(80.0, workers=1, cpu=100.0, samples=2000, ticks=10), parts=4,
+                        source="4 shard files like /d/train-0.tar")  # fmt: skip
 
     def seen(count: int) -> list:
         return [dataclasses.replace(s, loaders=[dataclasses.replace(s.loaders[0], parts_seen=count)]) for s in counted]
 
     finding = _input_bound(diagnose(seen(1)))
-    assert finding.evidence["suggested_workers"] == 1 and finding.evidence["parts"] == 1
-    assert "it has 1 (seen read so far, of the 4 shard files like /d/train-0.tar)" in finding.suggestion
-    assert "if it reads all 4 files in that folder" in finding.suggestion
-    finding = _input_bound(diagnose(seen(4)))
-    assert 1 < finding.evidence["suggested_workers"] <= 4 and "seen read" not in finding.suggestion
+    assert finding.evidence["parts"] is None and finding.evidence["binding"] == "cpus"
+    assert finding.evidence["suggested_workers"] == 4 and "re-shard" not in finding.suggestion
+    assert "4 workers need at least 4 parts" in finding.detail
+    assert "seen reading 1 of the 4 shard files like /d/train-0.tar so far: it has at least that many" in finding.detail
+    finding = _input_bound(diagnose(seen(4)))  # all of them read: the count, a cap
+    assert finding.evidence["parts"] == 4 and finding.evidence["suggested_workers"] == 4
+    assert "seen read" not in finding.suggestion + finding.detail

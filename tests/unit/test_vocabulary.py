@@ -123,6 +123,12 @@ FINDINGS_FIGURES = [
     ("data wait < {} (≥ 30 samples)", f"{DEFAULTS.too_many_wait_percent:g}%"),
     ("CPU share) < {} but not 0", f"{DEFAULTS.idle_workers_percent:g}%"),
     ("ceil(N × working × {})", f"{DEFAULTS.fewer_workers_headroom:g}"),
+    ("or within {} of it where that is wider", _percent(DEFAULTS.same_pace_share)),
+    (
+        "autocorrelation of the trainer's waiting / not-waiting samples (read up to {})",
+        f"{DEFAULTS.max_autocorrelation:g}",
+    ),
+    ("each input moved alone by {} standard error", "one" if DEFAULTS.capacity_errors == 1 else "?"),
     ("replaced ≥ {} times", f"{DEFAULTS.respawn_epochs}"),
     ("when start-up takes ≥ {} of the trainer's time, else `info`", f"{DEFAULTS.respawn_cost_percent:g}%"),
     ("averaged over the window, ≥ {} × the CPUs the job may use", f"{DEFAULTS.oversubscribed_ratio:g}"),

@@ -17,8 +17,10 @@ from typing import Optional
 from dltop import frames as stackframes
 from dltop.model import PHASES, Frame, Phase, Pipeline, TrainerTime
 from dltop.pipelines import input_call
+from dltop.settings import DEFAULTS
 
 TRAINER_TIME_HISTORY_S = 30.0
+WAITED: frozenset[Phase] = frozenset({"waiting-for-data", "collating"})  # the data wait's phases
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,8 @@ class TrainerWindow:
     ended: float
     phases: Counter[Phase]  # phase -> main-thread samples
     stacks: Counter[tuple[Frame, ...]]  # frames -> main-thread samples
+    flips: int = 0  # neighbouring samples of which one waited for data and the other not
+    pairs: int = 0  # neighbouring samples
 
     @property
     def samples(self) -> int:
@@ -60,7 +64,11 @@ class TrainerSamples:
         self.pin_thread = any(stackframes.has_pin_memory_loop(list(s)) for s in others | set(samples))
         self.saw(set(samples))
         phases, self.in_epoch_start = stackframes.trainer_phases(samples, self.in_epoch_start, starting)
-        self.windows.append(TrainerWindow(began, now, Counter(phases), Counter(samples)))
+        waited = [phase in WAITED for phase in phases]
+        flips = sum(a != b for a, b in zip(waited, waited[1:]))
+        self.windows.append(
+            TrainerWindow(began, now, Counter(phases), Counter(samples), flips, max(0, len(waited) - 1))
+        )
         self.windows_done += 1
         while self.windows and now - self.windows[0].ended > TRAINER_TIME_HISTORY_S:
             self.windows.popleft()
@@ -98,10 +106,13 @@ class TrainerSamples:
         total = sum(phases.values())
         if not total:
             return None
+        flips = sum(w.flips for w in self.windows)
+        pairs = sum(w.pairs for w in self.windows)
         return TrainerTime(
             samples=total,
             window_s=self.windows[-1].ended - self.windows[0].began,
             **{name: 100.0 * phases[phase] / total for phase, name in PHASES.items()},
+            effective_samples=effective_samples(total, sum(phases[p] for p in WAITED) / total, flips, pairs),
         )
 
     def activity(self, stack: tuple[Frame, ...]) -> Phase:
@@ -110,6 +121,18 @@ class TrainerSamples:
         if latest and latest.samples:
             return latest.phases.most_common(1)[0][0]
         return stackframes.trainer_phase(list(stack))
+
+
+def effective_samples(samples: int, share: float, flips: int, pairs: int) -> float:
+    """The independent samples ``samples`` are worth: a 0/1 series whose neighbours differ in
+    ``flips`` of ``pairs`` has lag-1 autocorrelation rho = 1 - flips / (pairs 2 p (1 - p)) (a
+    two-state chain's), and n (1 - rho) / (1 + rho) effective samples. A series that never changes
+    tells nothing of its runs: it counts in full (the error's floor covers it)."""
+    spread = 2 * share * (1 - share)
+    if not pairs or not spread:
+        return float(samples)
+    rho = min(max(1 - flips / pairs / spread, 0.0), DEFAULTS.max_autocorrelation)
+    return samples * (1 - rho) / (1 + rho)
 
 
 def workers_starting(
