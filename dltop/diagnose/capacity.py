@@ -23,7 +23,7 @@ input moved alone by its error changes of it, added in quadrature. The best is t
 model sees; the suggestion is the fewest N whose S is within that best's error (at least the
 ``same_pace_share`` that ``dltop bench`` allows a measurement): more would not measurably help.
 Where the counts at the inputs' errors lie more than one step of ``PREFERRED_WORKERS`` apart, the
-window is too short for one answer: the rules say how long would do instead of a number.
+window is too short for one answer: the count is still given, marked provisional, with how long would settle it.
 
 A thread pipeline's workers are threads of the trainer: their figures are the threads' own, their
 CPU is in J already, and they share one GIL, which caps them where their Python work fills a core
