@@ -46,6 +46,8 @@ class Settings:
     # the count suggested: the fewest workers whose predicted pace is within this share of the best the
     # model sees, or within the best's error where that is wider (dltop bench's rule for measurements)
     same_pace_share: float = 0.05
+    # the CPUs other processes keep of those the job may use are said in the advice from this many
+    others_cpu_worth_saying: float = 0.25
     # rank-straggler: a rank of a run waits for data at least this many points more than the run's
     # other ranks (their median), beyond the spread of standard errors above
     straggler_gap_percent: float = 10.0

@@ -13,6 +13,18 @@ from dltop import install_hint
 
 INSTALL_HINT = f"{install_hint('bench')} (it brings PyTorch; or install torch as your job has it)"
 
+# How far a twin's ratio (``dltop bench <a finding's bench_args>``, the TUI's ``b``) was from the real
+# job's ratio at the same two settings, on dltop's truth harness (tests/jobs/train.py on 2 CPUs, the
+# job's own batches/s with nothing attached): the median error over its configurations, and the worst.
+TWIN_MEDIAN_ERROR_PERCENT = 0
+TWIN_MAX_ERROR_PERCENT = 0
+TWIN_TRUST = (
+    f"How far to trust a twin: on dltop's test jobs its ratio was within {TWIN_MEDIAN_ERROR_PERCENT}% of the real"
+    f" job's (median; {TWIN_MAX_ERROR_PERCENT}% at worst). It reproduces each sample's CPU and waiting, the step"
+    " and the trainer's own CPU; not memory traffic, the job's per-batch costs at its own scale, nor what else"
+    " runs on the machine."
+)
+
 
 def missing_torch() -> str | None:
     """Why ``dltop bench`` cannot run here, or None: it runs DataLoaders itself, so it needs the

@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from dltop.bench import missing_torch
+from dltop.bench import TWIN_TRUST, missing_torch
 from dltop.bench.config import Config, PipelineConfig, parse_config
 from dltop.bench.search import SearchResult
 from dltop.errors import DltopError
@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step-threads", type=int, default=1, metavar="N",
                         help="with --step-kind cpu: torch intra-op threads of the step (a trainer's own parallelism"
                         " competes with its workers for CPUs); default 1")  # fmt: skip
+    parser.add_argument("--step-cpu-ms", type=float, default=0.0, metavar="MS",
+                        help="of a step that waits (sleep, CUDA), this much is the trainer's own CPU work (receiving"
+                        " the batch, the loop's Python), competing with its workers; default 0")  # fmt: skip
     parser.add_argument("--compare", nargs="+", metavar="CONFIG",
                         help="run these side by side, e.g. num_workers=2 num_workers=6,prefetch_factor=4"
                         " (with --pipeline: worker counts, e.g. 2 6)")  # fmt: skip
@@ -71,7 +74,7 @@ def run_bench(args: argparse.Namespace) -> int:
     # torch warns when num_workers exceeds its CPU estimate: sweeping past it is the point here
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     with _subject(args) as subject:
-        step = Step(args.step_ms, args.step_kind, args.step_threads)
+        step = Step(args.step_ms, args.step_kind, args.step_threads, args.step_cpu_ms)
         setup = _setup(args, subject, step, cpus)
         ceiling = subject.ceiling(step, cpus)
         _say(f"dltop bench: {subject.name} ({subject.describe()}) on {setup['device']['name']},"
@@ -82,6 +85,8 @@ def run_bench(args: argparse.Namespace) -> int:
         found = _compared(comparison) if comparison is not None else _search(args, measure, plan, subject, step, cpus)
 
     _print_results(found, comparison, ceiling, subject.code)
+    if subject.name == "twin":
+        print(f"\n{TWIN_TRUST}")
     if args.json:
         from dltop.bench import report
 
@@ -110,6 +115,8 @@ def _parse_arguments(args: argparse.Namespace) -> _Plan:
     if args.batch_size is not None and args.batch_size < 1 or args.chunks < 1 or args.rounds < 1 \
             or args.step_threads < 1:  # fmt: skip
         raise DltopError("--batch-size, --chunks, --rounds and --step-threads must be at least 1")
+    if not 0 <= args.step_cpu_ms <= args.step_ms:
+        raise DltopError("--step-cpu-ms must be between 0 and --step-ms: it is part of the step")
     counts = _counts("--workers", args.workers.split(",")) if args.workers else ()
     if args.pipeline:
         return _pipeline_plan(args, counts)
@@ -223,6 +230,7 @@ def _setup(args: argparse.Namespace, subject: Any, step, cpus: int) -> dict:
         "step_ms": args.step_ms,
         "step_kind": step.kind,
         "step_threads": step.threads,
+        "step_cpu_ms": step.cpu_s * 1000,
         "torch_version": torch.__version__,
     }
 

@@ -2,7 +2,9 @@
 training: on CUDA the batch is copied with ``non_blocking=True`` and a matmul loop sized to
 ``step_ms`` runs; without CUDA the step sleeps (the GPU computing while the host waits) or
 computes (``cpu``: a CPU-only job whose step competes with the workers for cores): one thread
-spins, several run a CPU matmul loop on torch's intra-op pool, as a trainer's model does."""
+spins, several run a CPU matmul loop on torch's intra-op pool, as a trainer's model does. A step
+that waits on a GPU may first spend ``cpu_ms`` of the trainer's own CPU (receiving the batch, the
+loop's Python), which competes with the workers for cores as the job's does."""
 
 from __future__ import annotations
 
@@ -42,13 +44,16 @@ def count_samples(batch: Any) -> int:
 
 
 class Step:
-    """Call with a batch; takes about ``step_ms``."""
+    """Call with a batch; takes about ``step_ms``, ``cpu_ms`` of it on the trainer's CPU where the
+    rest waits (sleep, CUDA)."""
 
-    def __init__(self, step_ms: float, kind: str = "sleep", threads: int = 1) -> None:
-        self.step_s = step_ms / 1000
+    def __init__(self, step_ms: float, kind: str = "sleep", threads: int = 1, cpu_ms: float = 0.0) -> None:
         self.kind = "cuda" if torch.cuda.is_available() else kind
         self.device = torch.device("cuda") if self.kind == "cuda" else None
         self.threads = threads if self.kind == "cpu" else 1
+        self.step_s = step_ms / 1000
+        self.cpu_s = 0.0 if self.kind == "cpu" else min(cpu_ms, step_ms) / 1000
+        self._rest_s = self.step_s - self.cpu_s  # what is left to compute or wait
         if self.threads > 1:
             torch.set_num_threads(self.threads)  # the DataLoader's workers set their own to 1
         self._iterations = self._calibrate() if self.kind == "cuda" or self.threads > 1 else 0
@@ -65,13 +70,15 @@ class Step:
         self._sync()
         per = (time.perf_counter() - began) / 20
         self._a = a
-        return max(1, round(self.step_s / per)) if self.step_s else 0
+        return max(1, round(self._rest_s / per)) if self._rest_s else 0
 
     def _sync(self) -> None:
         if self.kind == "cuda":
             torch.cuda.synchronize()
 
     def __call__(self, batch: Any) -> None:
+        if self.cpu_s:
+            _spin_cpu(self.cpu_s)
         if self.device is not None:
             to_device(batch, self.device, non_blocking=True)
             for _ in range(self._iterations):
@@ -84,5 +91,12 @@ class Step:
             deadline = time.perf_counter() + self.step_s
             while time.perf_counter() < deadline:
                 pass
-        elif self.step_s:
-            time.sleep(self.step_s)
+        elif self._rest_s:
+            time.sleep(self._rest_s)
+
+
+def _spin_cpu(seconds: float) -> None:
+    """``seconds`` of this thread's CPU time: under contention it takes longer, as the job's own work does."""
+    deadline = time.thread_time() + seconds
+    while time.thread_time() < deadline:
+        pass

@@ -199,7 +199,7 @@ def _input_bound_advice(
     if cap.missing is not None:
         return (f"{now}. dltop cannot size num_workers yet: it needs {cap.missing}.",
                 f"Not enough evidence for a number yet: dltop needs {cap.missing}.", None, None)  # fmt: skip
-    limit = "the CPUs the job may use stop" if cap.limited_by_cpus else "its own pace stops"
+    limit = f"{_cpus_named(cap)} stop" if cap.limited_by_cpus else "its own pace stops"
     reach = f"{now}. The trainer could run {(cap.speedup or 1.0):.2f}x faster before {limit} it"
     if binding == "disk":
         return (f"{reach}, but the disk it reads is saturated.",
@@ -295,8 +295,17 @@ def _predicted(cap: Capacity) -> str:
     prediction, binding = cap.prediction, cap.binding
     if prediction is None or binding is None:
         return ""
+    bound = _cpus_named(cap) if binding == "cpus" else BINDS[binding]
     return (f" Predicted: {_times(prediction.speedup)} ({_times(prediction.low)}-{_times(prediction.high)}) its"
-            f" pace now, bound by {BINDS[binding]}; more would be within the figures' error of it.")  # fmt: skip
+            f" pace now, bound by {bound}; more would be within the figures' error of it.")  # fmt: skip
+
+
+def _cpus_named(cap: Capacity) -> str:
+    """The CPUs that bind, with what other processes keep of them where that is a share worth saying."""
+    allowed, free = cap.cpus_allowed or 0.0, cap.cpus_free or 0.0
+    if allowed - free < cap.settings.others_cpu_worth_saying:
+        return BINDS["cpus"]
+    return f"the CPUs free for the job ({allowed:g} it may use, {allowed - free:.1f} kept by other processes)"
 
 
 def _times(speedup: float) -> str:

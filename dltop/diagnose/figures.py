@@ -166,6 +166,27 @@ def _cpu_means(window: Window, trainer_pid: int) -> tuple[Optional[float], ...]:
     return column_means(window.per_tick(cpu_figures, trainer_pid)[1:], width=3)
 
 
+def others_cores(snap: Snapshot) -> Optional[float]:
+    """Cores the machine's other processes used at this tick: its busy CPUs less the job's and
+    dltop's own (its sampling leaves with it)."""
+    system, job = snap.system, of_tick(snap, job_cpu)
+    if system is None or system.cpu_busy_percent is None or job is None:
+        return None
+    busy = system.cpu_busy_percent / 100 * system.cpus_logical
+    return max(0.0, busy - job - (system.monitor_cpu_percent or 0.0) / 100)
+
+
+def cpus_free(window: Window, allowed: Optional[float]) -> Optional[float]:
+    """The CPUs the job could grow into over the window: those it may use, less what the machine's
+    other processes keep of all of them (as they use them now: under the kernel's fair share more
+    workers would win some back, so this errs low); ``allowed`` where the host's load is unread."""
+    system = window.latest.system
+    (others,) = column_means(((o,) for o in window.per_tick(others_cores)[1:]), width=1)
+    if allowed is None or system is None or others is None:
+        return allowed
+    return min(allowed, system.cpus_logical - others)
+
+
 def job_load(snap: Snapshot) -> tuple[Optional[float], Optional[float]]:
     """(cores the job used, cores its processes waited for in the run queue) at one tick."""
     return of_tick(snap, job_cpu), job_sum(snap, "cpu_wait_percent")

@@ -238,6 +238,7 @@ class SystemSample:
     shm_total_bytes: Optional[int]
     shm_used_bytes: Optional[int]
     cpu_busy_percent: Optional[float] = None  # host-wide, 100 = all logical CPUs
+    monitor_cpu_percent: Optional[float] = None  # dltop's own and its samplers', 100 = one core
 
 
 @dataclass(frozen=True)

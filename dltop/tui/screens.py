@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from dltop.bench import TWIN_TRUST
 from dltop.model import LoaderSample, Snapshot, WorkerThread
 from dltop.text_report import workers_summary
 from dltop.tui import view
@@ -254,6 +255,7 @@ class BenchScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Benching: {self.finding.suggestion}\n(a twin of this job, current vs suggested; the job"
                           " itself is not touched)", style="bold"))  # fmt: skip
+        yield Static(Text(TWIN_TRUST), id="trust")
         yield BenchLog(id="log")
         yield Footer()
 

@@ -19,7 +19,7 @@ from dltop.bench.search import Search, compare
 from dltop.cli import main
 from dltop.errors import DltopError
 from tests.support import ROOT, assert_one_line_error
-from tests.windows import input_bound_finding
+from tests.windows import bound_window, input_bound_finding
 
 # -- configs ------------------------------------------------------------------------------------
 
@@ -107,6 +107,57 @@ def test_bench_args_are_valid_bench_arguments():
     # per batch: the trainer's 20 ms is 20% of a 100 ms period; 2 workers busy all of it = 200 ms of
     # worker time per batch, 5% of it CPU
     assert args.workload == "twin:cpu_ms=10,io_ms=190,sample_kb=4" and args.batch_size == 1
+    # the trainer kept a whole core busy over the window, 5 while it was not waiting: its step computes
+    assert (args.step_ms, args.step_kind, args.step_threads, args.step_cpu_ms) == (20, "cpu", 5, 0)
+
+
+def test_a_twin_of_a_waiting_trainer_spends_its_own_cpu_in_the_step():
+    """A GPU job's trainer waits in its step, but receiving a batch and the loop's Python take its
+    CPU: the twin's step spends the same share of its 20 ms, which the workers cannot have."""
+    from dltop.cli import build_parser
+    from dltop.diagnose.figures import WorkerFigures
+    from dltop.diagnose.twin import bench_args
+
+    (loader,) = bound_window(50.0)[0].loaders
+    figures = WorkerFigures(busy=1.0, cpu=0.5, cpu_wait=0.0, memory=0.0)
+
+    def step_of(trainer_cpu: float) -> tuple:
+        args = build_parser().parse_args(["bench", *bench_args(loader, figures, 0.5, trainer_cpu, num_workers=4)])
+        return args.step_ms, args.step_kind, args.step_threads, args.step_cpu_ms
+
+    assert step_of(0.1) == (20, "sleep", 1, 4.0)  # 10% of a core over the window: 20% of the step
+    assert step_of(0.001) == (20, "sleep", 1, 0.0)  # next to nothing: the twin's own loop costs more
+    assert step_of(1.5) == (20, "cpu", 3, 0.0)
+
+
+def test_without_workers_the_trainers_cpu_goes_to_its_loading_first():
+    """num_workers=0: the trainer loads inside next(), so its CPU there is the loading's, not its step's
+    (a GPU job's step would otherwise become a CPU step that competes with the suggested workers)."""
+    from dltop.cli import build_parser
+    from dltop.diagnose.figures import WorkerFigures
+    from dltop.diagnose.twin import bench_args
+
+    (loader,) = bound_window(50.0, workers=0)[0].loaders
+    idle = WorkerFigures(busy=0.0, cpu=0.0, cpu_wait=0.0, memory=0.0)
+
+    def twin_of(trainer_cpu: float) -> tuple:
+        args = build_parser().parse_args(["bench", *bench_args(loader, idle, 0.5, trainer_cpu, num_workers=2)])
+        return args.workload, args.step_kind, args.step_cpu_ms
+
+    # half the period loading on CPU (20 ms per batch at the twin's 20 ms step), 10% of a core beside it
+    assert twin_of(0.55) == ("twin:cpu_ms=20,io_ms=0,sample_kb=4", "sleep", 2.0)
+    # the loading waits on storage: a tenth of it is CPU; the step's own CPU is next to nothing
+    assert twin_of(0.05) == ("twin:cpu_ms=2,io_ms=18,sample_kb=4", "sleep", 0.0)
+
+
+def test_a_step_spends_its_cpu_share_then_waits_the_rest():
+    from dltop.bench.step import Step
+
+    step = Step(30.0, "sleep", cpu_ms=10.0)
+    began, cpu_began = time.perf_counter(), time.thread_time()
+    step(None)
+    wall, cpu = time.perf_counter() - began, time.thread_time() - cpu_began
+    assert cpu >= 0.010 and wall >= 0.030 and cpu < wall
 
 
 # -- the user's own pipeline (--pipeline) ------------------------------------------------------------
@@ -180,6 +231,7 @@ def test_threads_a_stopped_pipeline_leaves_are_counted(monkeypatch):
         (["--pipeline", PIPELINES + "prefetcher", "--workers", "0,2"], "needs one worker at least"),
         (["--pipeline", PIPELINES + "prefetcher", "--compare", "2", "num_workers=4"], "expected worker counts"),
         (["--workers", "2,many"], "--workers '2 many': expected worker counts"),
+        (["--step-cpu-ms", "5"], "--step-cpu-ms must be between 0 and --step-ms"),
     ],
 )  # fmt: skip
 def test_bad_pipelines_and_counts_are_one_line(args, fragment, monkeypatch, capsys):

@@ -1,5 +1,6 @@
 """The bench screen (``b`` in the TUI): the whole ``dltop bench`` command line and the bench's
-output can be read, long lines wrapped at the screen's width, with no horizontal scrollbar."""
+output can be read, long lines wrapped at the screen's width, with no horizontal scrollbar; how
+far a twin's ratio can be trusted is said above them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import io
 import subprocess
 import sys
 
+from dltop.bench import TWIN_TRUST
 from dltop.model import Finding
 from tests.unit.test_tui import recorded_app
 from tests.windows import bound_window
@@ -30,13 +32,18 @@ POPEN = subprocess.Popen
 PRINT_ARGS = "import sys; print(*sys.argv[1:], sep='\\n')"
 
 
-def _log_text(app, log) -> str:
-    """What the screen shows inside the log's scrollable region (its scrollbars left out), plain."""
+def _screen_text(app) -> str:
+    """The whole screen as plain text."""
     from rich.console import Console
 
     console = Console(width=app.size.width, record=True, file=io.StringIO(), color_system=None)
     console.print(app.screen._compositor.render_update(full=True))
-    rows = console.export_text().splitlines()
+    return console.export_text()
+
+
+def _log_text(app, log) -> str:
+    """What the screen shows inside the log's scrollable region (its scrollbars left out), plain."""
+    rows = _screen_text(app).splitlines()
     region = log.scrollable_content_region
     return "\n".join(row[region.x : region.right] for row in rows[region.y : region.bottom])
 
@@ -72,6 +79,8 @@ def test_the_bench_screen_wraps_the_whole_command_line_and_long_output(monkeypat
                 await pilot.pause(0.05)
             await pilot.pause(0.2)
             assert commands == [[sys.executable, "-m", "dltop", "bench", *LONG_ARGS]]
+            # how far a twin's ratio can be trusted, said above the bench's output
+            assert "".join(TWIN_TRUST.split()) in "".join(_screen_text(app).split())
             assert log.lines == [command_line, *OUTPUT]
 
             assert log.max_scroll_y > 0  # taller than the screen: it followed the output to its end

@@ -165,3 +165,20 @@ def test_a_tick_figures_error_counts_its_alike_neighbours():
     runs = [1.0] * 10 + [0.0] * 10
     assert tick_error([0.5]) == 0.0 and tick_error([0.5] * 5) == 0.0
     assert tick_error(runs) > 3 * tick_error(independent)
+
+
+def test_cpus_other_processes_keep_are_not_the_jobs_to_grow_into():
+    """The CPU-bound job on a machine of 2 CPUs where another process keeps one busy: it can grow
+    into the one left, not the two it may use, and the advice says who keeps the other."""
+    alone = CPU_BOUND[1]
+    shared = [
+        dataclasses.replace(snap, system=dataclasses.replace(snap.system, cpus_logical=2, cpu_busy_percent=(
+            100 * (1.0 + sum(p.cpu_percent or 0 for p in snap.processes) / 100 + 0.05) / 2),
+            monitor_cpu_percent=5.0))
+        for snap in alone
+    ]  # fmt: skip
+    by_cpus = finding(alone).evidence["speedup_by_cpus"]
+    found = finding(shared)
+    assert abs(found.evidence["speedup_by_cpus"] - by_cpus / 2) < 0.1 * by_cpus
+    assert "the CPUs free for the job (2 it may use, 1.0 kept by other processes)" in found.detail
+    assert found.evidence["suggested_workers"] <= finding(alone).evidence["suggested_workers"]

@@ -99,3 +99,19 @@ def test_system_sample_reads_memory_once_and_limits_on_a_ttl():
     assert first.swap_used_bytes >= 0 and first.cpus_allowed >= 1
     clock[0] = 5.0
     assert sampler.sample(os.getpid()).cpu_quota == first.cpu_quota  # cached
+
+
+def test_dltops_own_cpu_counts_its_samplers_so_the_model_does_not_take_them_for_other_processes():
+    """A child of the monitor (as py-spy and Austin are) spinning for a second shows in
+    monitor_cpu_percent: of the host's busy CPUs, what leaves with dltop."""
+    sampler = SystemSampler()
+    assert sampler.sample(os.getpid()).monitor_cpu_percent is None  # a rate needs a sample before it
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    try:
+        sampler.sample(os.getpid())
+        time.sleep(1.5)
+        used = sampler.sample(os.getpid()).monitor_cpu_percent
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert used is not None and 30 <= used <= 100 * (os.cpu_count() or 1) + 20, used

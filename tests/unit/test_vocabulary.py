@@ -124,6 +124,7 @@ FINDINGS_FIGURES = [
     ("CPU share) < {} but not 0", f"{DEFAULTS.idle_workers_percent:g}%"),
     ("ceil(N × working × {})", f"{DEFAULTS.fewer_workers_headroom:g}"),
     ("or within {} of it where that is wider", _percent(DEFAULTS.same_pace_share)),
+    ("the detail names them from {} cores", f"{DEFAULTS.others_cpu_worth_saying:g}"),
     (
         "autocorrelation of the trainer's waiting / not-waiting samples (read up to {})",
         f"{DEFAULTS.max_autocorrelation:g}",

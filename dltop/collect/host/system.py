@@ -6,6 +6,7 @@ or Slurm gives it), never ``os.cpu_count()`` (docs/how-it-works.md#proc-and-sys)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -133,6 +134,8 @@ class SystemSampler:
         self._logical = os.cpu_count()
         self._limits: dict = {}  # pid -> (clock when read, (cpu quota, memory limit))
         psutil.cpu_percent(interval=None)  # start the host-wide busy counter
+        self._monitor = psutil.Process()
+        self._monitor_spent: Optional[tuple[float, float]] = None  # (clock, CPU seconds) at the last sample
 
     def _cgroup_limits(self, pid: int) -> tuple:
         now = self._clock()
@@ -164,4 +167,24 @@ class SystemSampler:
             shm_total_bytes=shm_total,
             shm_used_bytes=shm_used,
             cpu_busy_percent=psutil.cpu_percent(interval=None),
+            monitor_cpu_percent=self._monitor_cpu(),
         )
+
+    def _monitor_cpu(self) -> Optional[float]:
+        """The CPU dltop itself and its stack samplers (py-spy, Austin: its children) used since the
+        last sample, in percent of one core: of the host's busy CPUs, what the job would not
+        compete with once dltop detaches (None at the first sample)."""
+        now, spent = self._clock(), _cpu_seconds(self._monitor)
+        for child in self._monitor.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                spent += sum(child.cpu_times()[:2])
+        before, self._monitor_spent = self._monitor_spent, (now, spent)
+        if before is None or now <= before[0]:
+            return None
+        return max(0.0, 100.0 * (spent - before[1]) / (now - before[0]))
+
+
+def _cpu_seconds(proc: psutil.Process) -> float:
+    """A process's CPU time and its reaped children's (a sampler that exited counts here)."""
+    times = proc.cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
