@@ -6,8 +6,11 @@ truth harness (bench_truth.py --subset libs):
 ``Trainer.fit`` runs the loop: its ``_PrefetchDataFetcher`` holds one batch ahead (a loader
 without a length) and calls ``next()`` on the DataLoader's iterator inside Lightning's own frames
 (``fit_loop`` -> ``training_epoch_loop`` -> ``_PrefetchDataFetcher.__next__`` ->
-``CombinedLoader.__next__`` -> ``_MaxSizeCycle.__next__``). Each sample costs ``--sample-ms`` of
-CPU in ``__getitem__`` (a decode); the step ``--step-ms`` of CPU in ``training_step``.
+``CombinedLoader.__next__`` -> ``_MaxSizeCycle.__next__``). The dataset is map-style; its sampler
+is endless (no length: the fetcher prefetches) or, with ``--epoch-batches N``, epochs of N batches
+(a length: no prefetch, and non-persistent workers restart each epoch). Each sample costs
+``--sample-ms`` of CPU in ``__getitem__`` (a decode); the step ``--step-ms`` of CPU in
+``training_step``.
 
 Truth (clock.py): the DataLoader's ``__iter__`` hands Lightning an iterator whose ``__next__`` goes
 through the job's clock, so the clock times exactly the main thread's calls into the DataLoader,
@@ -18,14 +21,15 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import os
 import sys
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clock import Clock, Served, busy, worker_init  # noqa: E402
@@ -48,27 +52,23 @@ class SlowSamples(Dataset):
         return torch.randn(WIDTH), torch.tensor(index % 2, dtype=torch.float32)
 
 
-class SlowStream(IterableDataset):
-    """The same samples without a length: Lightning's fetcher then prefetches one batch ahead."""
+class EndlessSampler(Sampler):
+    """Sample indices for ever and no length (as detectron2's TrainingSampler): Lightning's fetcher
+    then cannot tell an epoch's end, so it prefetches one batch ahead."""
 
-    def __init__(self, samples: SlowSamples) -> None:
-        self.samples = samples
+    def __init__(self, length: int) -> None:
+        self.length = length
 
-    def __iter__(self) -> Iterator[tuple]:
-        index = 0
-        while True:
-            yield self.samples[index]
-            index += 1
+    def __iter__(self) -> Iterator[int]:
+        return (index % self.length for index in itertools.count())
 
 
 class ClockedLoader(DataLoader):
     """A DataLoader whose iterators report each ``next()`` to the job's clock."""
 
-    clock: Optional[Clock] = None
+    clock: Clock  # set once built (a DataLoader's own arguments stay as Lightning knows them)
 
     def __iter__(self):
-        if self.clock is None:
-            return super().__iter__()
         return ClockedBatches(self.clock, self.clock.start(_Unclocked(self)))
 
 
@@ -123,20 +123,20 @@ def main() -> None:
     parser.add_argument("--sample-ms", type=float, default=4.0, help="CPU per sample in __getitem__")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--step-ms", type=float, default=15.0, help="CPU per training_step")
-    parser.add_argument("--epoch-batches", type=int, default=0, help="a map-style epoch this long (0: no length)")
+    parser.add_argument("--epoch-batches", type=int, default=0, help="epochs this long (0: endless, no length)")
     parser.add_argument("--persistent", action="store_true")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
-    samples = SlowSamples(max(args.epoch_batches, 1) * args.batch_size, args.sample_ms, Served(args.report))
+    samples = SlowSamples((args.epoch_batches or 100) * args.batch_size, args.sample_ms, Served(args.report))
     extra = {}
     if args.workers:
         extra = dict(
             worker_init_fn=functools.partial(worker_init, args.report, "train", os.getpid()),
             persistent_workers=args.persistent,
         )
-    data = samples if args.epoch_batches else SlowStream(samples)
-    loader = ClockedLoader(data, batch_size=args.batch_size, num_workers=args.workers, **extra)
+    sampler = None if args.epoch_batches else EndlessSampler(len(samples))
+    loader = ClockedLoader(samples, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers, **extra)
     loader.clock = Clock(args.report, kind="lightning", lightning=L.__version__)
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=10**9, max_epochs=-1, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
