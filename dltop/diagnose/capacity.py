@@ -8,9 +8,11 @@ N workers its pace, relative to now, is the predicted speed-up
 
     S(N) = min(1 / (1 - W + R),  A / J,  N / (N0 * busy),  the caps)
 
-its own pace (R: of the wait, the share spent rebuilding the tensors workers send, which stays); what the CPUs allow (A the CPUs the job may use: affinity, cgroup quota; every
-process of the job summed, so ranks sharing a node share its CPUs; a batch costs the same CPU
-whatever N, and N workers never use more than N cores, which the third term keeps); what N workers
+its own pace (R: of the wait, the share spent rebuilding the tensors workers send, which stays);
+what the CPUs allow (A the CPUs free for the job: those it may use by affinity and cgroup quota,
+less what the machine's other processes keep; every process of the job summed, so ranks sharing a
+node share its CPUs; a batch costs the same CPU whatever N, and N workers never use more than N
+cores, which the third term keeps); what N workers
 supply, each working the share ``busy`` of its time now; and what stops more workers from helping
 (memory, a saturated disk, an iterable source's parts, a GIL: ``caps``, workers at most). With
 num_workers=0 the trainer fetches itself: the fetch, a share W of its time, moves to the workers
