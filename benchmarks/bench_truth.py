@@ -25,7 +25,9 @@ first start (--max-restarts 1: the job's records say which ranks each start had)
 over tar shards (as many workers as shards, more with empty_check=False, more with the default
 check), Hugging Face datasets
 map-style (set_transform) and streaming (to_iterable_dataset(num_shards=2) under 4 workers), timm's
-create_loader (in its own venv, --timm-python), and a loop inside a Jupyter kernel (ipykernel).
+create_loader (in its own venv, --timm-python), a loop inside a Jupyter kernel (ipykernel), and
+PyTorch Lightning's Trainer.fit (its fetcher one batch ahead of an endless sampler; the clock
+around the DataLoader's next() inside it).
 ``--subset stopped`` (or ``--cell 'stop-*'``): torchrun runs (3 ranks, gloo) that one rank stops
 by a lock in its code, a desync, its hung DataLoader worker, a busy loop, a FIFO read, and the
 controls (a slow rank that moves, a healthy run), each at --hang-after 20 and 5: the rank and line
@@ -519,7 +521,7 @@ PYSPY_HZ = 50
 @dataclass(frozen=True)
 class LibCell:
     name: str
-    job: str  # ddp | wds | hf | timm | notebook
+    job: str  # ddp | wds | hf | timm | notebook | lightning
     shape: LibShape
     knobs: tuple = ()
     apply: bool = False
@@ -584,6 +586,7 @@ def lib_matrix() -> list:
         ),
         LibCell("timm-j1", "timm", LibShape(1, persistent=True), (), apply=True),
         LibCell("notebook-w2", "notebook", LibShape(2), (), apply=True),
+        LibCell("lightning-w2", "lightning", LibShape(2), ()),
     ]
 
 
