@@ -296,8 +296,11 @@ def _predicted(cap: Capacity) -> str:
     if prediction is None or binding is None:
         return ""
     bound = _cpus_named(cap) if binding == "cpus" else BINDS[binding]
+    # with num_workers=0 no batch crosses processes yet: its receiving (capacity.receiving) is unseen
+    unseen = (" At most: workers hand each batch over through shared memory, a cost to the trainer dltop sees"
+              " only once they run." if not cap.workers and not on_threads(cap.loader) else "")  # fmt: skip
     return (f" Predicted: {_times(prediction.speedup)} ({_times(prediction.low)}-{_times(prediction.high)}) its"
-            f" pace now, bound by {bound}; more would be within the figures' error of it.")  # fmt: skip
+            f" pace now, bound by {bound}; more would be within the figures' error of it.{unseen}")  # fmt: skip
 
 
 def _cpus_named(cap: Capacity) -> str:

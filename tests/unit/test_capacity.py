@@ -217,3 +217,10 @@ def test_receiving_a_batch_is_the_trainers_own_time_not_a_wait_more_workers_remo
         base.loaders[0].trainer_time, receiving_percent=30.0))])]  # fmt: skip
     assert model(window).speedup_pace == pytest.approx(1 / 0.8)
     assert model([base]).speedup_pace == pytest.approx(2.0)
+
+
+def test_a_prediction_for_a_trainer_that_fetches_itself_says_it_is_at_most():
+    """num_workers=0: no batch crosses processes yet, so what receiving one will cost is unseen."""
+    (fetching,) = [f for f in diagnose(bound_window(60.0, workers=0, cpus_allowed=4.0)) if f.id == "input-bound"]
+    assert "At most: workers hand each batch over through shared memory" in fetching.detail
+    assert "At most" not in finding(CPU_BOUND[1]).detail
