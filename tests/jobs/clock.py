@@ -70,10 +70,11 @@ class Served:
 
 
 def busy(ms: float) -> int:
-    """``ms`` of CPU, as a decode or an augmentation costs."""
-    deadline = time.perf_counter() + ms / 1000
+    """``ms`` of CPU, as a decode or an augmentation costs: CPU time (the thread's), not wall time,
+    so it costs the same however many processes or threads share the cores."""
+    deadline = time.thread_time() + ms / 1000
     x = 0
-    while time.perf_counter() < deadline:
+    while time.thread_time() < deadline:
         x += 1
     return x
 
