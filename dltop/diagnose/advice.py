@@ -296,7 +296,7 @@ def _predicted(cap: Capacity) -> str:
     if prediction is None or binding is None:
         return ""
     bound = _cpus_named(cap) if binding == "cpus" else BINDS[binding]
-    # with num_workers=0 no batch crosses processes yet: its receiving (capacity.receiving) is unseen
+    # with num_workers=0 no batch crosses processes yet: what receiving one costs the trainer is unseen
     unseen = (" At most: workers hand each batch over through shared memory, a cost to the trainer dltop sees"
               " only once they run." if not cap.workers and not on_threads(cap.loader) else "")  # fmt: skip
     return (f" Predicted: {_times(prediction.speedup)} ({_times(prediction.low)}-{_times(prediction.high)}) its"

@@ -6,16 +6,14 @@ data a share W of its time. Per batch it needs (1 - W) / X0 seconds of its own; 
 the job J / X0 CPU-seconds, J being the cores its trainers and workers use now (window means). With
 N workers its pace, relative to now, is the predicted speed-up
 
-    S(N) = min(1 / (1 - W + R),  A / J,  N / (N0 * busy),  the caps)
+    S(N) = min(1 / (1 - W),  A / J,  N / (N0 * busy),  the caps)
 
-its own pace (R: of the wait, the share spent rebuilding the tensors workers send, which stays);
-what the CPUs allow (A the CPUs free for the job: those it may use by affinity and cgroup quota,
-less what the machine's other processes keep; every process of the job summed, so ranks sharing a
-node share its CPUs; a batch costs the same CPU whatever N, and N workers never use more than N
-cores, which the third term keeps); what N workers
-supply, each working the share ``busy`` of its time now; and what stops more workers from helping
-(memory, a saturated disk, an iterable source's parts, a GIL: ``caps``, workers at most). With
-num_workers=0 the trainer fetches itself: the fetch, a share W of its time, moves to the workers
+its own pace; what the CPUs allow (A the CPUs free for the job: those it may use by affinity and
+cgroup quota, less what the machine's other processes keep; every process of the job summed, so
+ranks sharing a node share its CPUs; a batch costs the same CPU whatever N, and N workers never use
+more than N cores, which the third term keeps); what N workers supply, each working the share
+``busy`` of its time now; and what stops more workers from helping (memory, a saturated disk, an
+iterable source's parts, a GIL: ``caps``, workers at most). With num_workers=0 the trainer fetches itself: the fetch, a share W of its time, moves to the workers
 (N / W), and its CPU is already in J.
 
 Every input carries one standard error, counted by its effective samples (neighbouring samples
@@ -115,14 +113,7 @@ class Capacity:
     @property
     def speedup_pace(self) -> Optional[float]:
         """1 / (1 - W): the trainer's own pace."""
-        return _pace(self.wait, self.receiving) if self.wait is not None else None
-
-    @property
-    def receiving(self) -> float:
-        """The share of the trainer's time rebuilding the tensors its workers send: in the data
-        wait, but a cost of each batch that stays at any count (its own pace's, with its step)."""
-        spent = self.loader.trainer_time
-        return (spent.receiving_percent or 0.0) / 100 if spent is not None else 0.0
+        return _pace(self.wait) if self.wait is not None else None
 
     @property
     def speedup_cpus(self) -> Optional[float]:
@@ -222,7 +213,7 @@ class Capacity:
         return self.speedup_at(ceiling, inputs) if ceiling is not None else self._reach(inputs)
 
     def _reach(self, inputs: Inputs) -> float:
-        pace = _pace(inputs.wait, self.receiving)
+        pace = _pace(inputs.wait)
         return min(pace, self.cpus_free / inputs.job_cpu) if self.cpus_free and inputs.job_cpu else pace
 
     def wanted(self, inputs: Inputs, tolerance: float, capped: bool = True) -> float:
@@ -435,10 +426,9 @@ def _preferred_step(count: int) -> int:
     return min(range(len(PREFERRED_WORKERS)), key=lambda i: (abs(PREFERRED_WORKERS[i] - count), -i))
 
 
-def _pace(wait: float, receiving: float = 0.0) -> float:
-    """How much faster the trainer could go on its own pace, X0 / (1 - W) (at most 20x); of the
-    wait, the share it spends receiving batches stays its own."""
-    return min(1 / max(1 - wait + min(receiving, wait), 1e-9), MAX_PACE)
+def _pace(wait: float) -> float:
+    """How much faster the trainer could go on its own pace, X0 / (1 - W) (at most 20x)."""
+    return min(1 / max(1 - wait, 1e-9), MAX_PACE)
 
 
 def _missing(

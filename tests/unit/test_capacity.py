@@ -12,13 +12,12 @@ from typing import Union
 
 import pytest
 
-from dltop.collect.stacks.trainer_time import TrainerSamples, effective_samples
+from dltop.collect.stacks.trainer_time import effective_samples
 from dltop.diagnose import diagnose
 from dltop.diagnose.capacity import Capacity, capacity
 from dltop.diagnose.figures import tick_error, wait_error
 from dltop.diagnose.window import Window
-from dltop.frames import make_frame
-from dltop.model import Frame, Snapshot
+from dltop.model import Snapshot
 from dltop.settings import Settings
 from tests.windows import bound_window
 
@@ -183,40 +182,6 @@ def test_cpus_other_processes_keep_are_not_the_jobs_to_grow_into():
     assert abs(found.evidence["speedup_by_cpus"] - by_cpus / 2) < 0.1 * by_cpus
     assert "the CPUs free for the job (2 it may use, 1.0 kept by other processes)" in found.detail
     assert found.evidence["suggested_workers"] <= finding(alone).evidence["suggested_workers"]
-
-
-# a trainer's main thread fed by 10 I/O-bound workers (py-spy raw, shortened paths as py-spy prints
-# them): rebuilding a batch's tensors, torch's handshake with the worker for each storage
-_NEXT = ("<module> (train.py:182);SuiteJob.batches (train.py:161);_BaseDataLoaderIter.__next__ "
-         "(torch/utils/data/dataloader.py:725);_MultiProcessingDataLoaderIter._next_data "
-         "(torch/utils/data/dataloader.py:1505);_MultiProcessingDataLoaderIter._get_data "
-         "(torch/utils/data/dataloader.py:1464);_MultiProcessingDataLoaderIter._try_get_data "
-         "(torch/utils/data/dataloader.py:1291);Queue.get (multiprocessing/queues.py:122)")  # fmt: skip
-RECEIVING = (_NEXT + ";rebuild_storage_fd (torch/multiprocessing/reductions.py:538);DupFd.detach "
-             "(multiprocessing/resource_sharer.py:57);_ResourceSharer.get_connection "
-             "(multiprocessing/resource_sharer.py:86);Client (multiprocessing/connection.py:524);answer_challenge "
-             "(multiprocessing/connection.py:768)")  # fmt: skip
-BLOCKED = _NEXT + ";Connection._poll (multiprocessing/connection.py:440);wait (multiprocessing/connection.py:1136)"
-RUNNING = "<module> (train.py:182);SuiteJob.batches (train.py:163);step (train.py:120)"
-
-
-def _stack(raw: str) -> tuple[Frame, ...]:
-    return tuple(make_frame(f.split(" (")[0], f.split(" (")[1].rsplit(":", 1)[0], 1) for f in raw.split(";"))
-
-
-def test_receiving_a_batch_is_the_trainers_own_time_not_a_wait_more_workers_remove():
-    """Of the trainer's wait, the samples rebuilding the batch's tensors stay at any count: its own
-    pace is 1 / (1 - wait + receiving), not 1 / (1 - wait)."""
-    trainer = TrainerSamples()
-    order = [RECEIVING] * 3 + [BLOCKED] * 2 + [RUNNING] * 5
-    trainer.add([_stack(s) for s in order], set(), 0.0, 1.0, None)
-    spent = trainer.time()
-    assert spent is not None and spent.waiting_for_data_percent == 50 and spent.receiving_percent == 30
-    (base,) = bound_window(50.0, workers=2, cpu=5.0, cpus_allowed=8.0, samples=100, ticks=1)
-    window = [dataclasses.replace(base, loaders=[dataclasses.replace(base.loaders[0], trainer_time=dataclasses.replace(
-        base.loaders[0].trainer_time, receiving_percent=30.0))])]  # fmt: skip
-    assert model(window).speedup_pace == pytest.approx(1 / 0.8)
-    assert model([base]).speedup_pace == pytest.approx(2.0)
 
 
 def test_a_prediction_for_a_trainer_that_fetches_itself_says_it_is_at_most():
