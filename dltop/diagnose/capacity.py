@@ -13,8 +13,9 @@ cgroup quota, less what the machine's other processes keep; every process of the
 ranks sharing a node share its CPUs; a batch costs the same CPU whatever N, and N workers never use
 more than N cores, which the third term keeps); what N workers supply, each working the share
 ``busy`` of its time now; and what stops more workers from helping (memory, a saturated disk, an
-iterable source's parts, a GIL: ``caps``, workers at most). With num_workers=0 the trainer fetches itself: the fetch, a share W of its time, moves to the workers
-(N / W), and its CPU is already in J.
+iterable source's parts, a GIL: ``caps``, workers at most). With num_workers=0 the trainer
+fetches itself: the fetch, a share W of its time, moves to the workers (N / W), and its CPU is
+already in J.
 
 Every input carries one standard error, counted by its effective samples (neighbouring samples
 and ticks are alike): the wait's from the trainer's samples, the workers' busy share from their
