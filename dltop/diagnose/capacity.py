@@ -107,8 +107,8 @@ class Capacity:
     parts_source: Optional[str] = None  # how caps["parts"] (an iterable source's parts) was learnt
     settings: Settings = DEFAULTS  # the thresholds the model was worked out with
     # the CPUs the job could grow into: those it may use, less what the machine's other processes
-    # keep (figures.cpus_free); None: as many as it may use
-    cpus_free_now: Optional[float] = None
+    # keep (figures.cpus_free)
+    cpus_free: Optional[float] = None
     error_scale: float = 1.0  # the inputs' errors times this (a longer window's: pending's estimate)
 
     @property
@@ -120,14 +120,6 @@ class Capacity:
     def speedup_cpus(self) -> Optional[float]:
         """A / J: what the CPUs the job may use allow."""
         return self.cpus_free / self.job_cpu if self.cpus_free and self.job_cpu else None
-
-    @property
-    def cpus_free(self) -> Optional[float]:
-        """The CPUs the job could grow into: at least those it uses now, at most those it may use."""
-        allowed, free = self.cpus_allowed, self.cpus_free_now
-        if not allowed:
-            return None
-        return allowed if free is None else min(allowed, max(free, self.job_cpu or 0.0))
 
     @property
     def speedup(self) -> Optional[float]:
@@ -373,7 +365,7 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     per_rank = allowed / ranks if allowed else None
     return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, caps,
                     missing, job_error, window.shown_advice.get(advice_key(loader)), ranks, parts_source,
-                    settings, cpus_free(window, allowed))  # fmt: skip
+                    settings, cpus_free(window, allowed, job_cores))  # fmt: skip
 
 
 def _worker_figures(

@@ -176,15 +176,16 @@ def others_cores(snap: Snapshot) -> Optional[float]:
     return max(0.0, busy - job - (system.monitor_cpu_percent or 0.0) / 100)
 
 
-def cpus_free(window: Window, allowed: Optional[float]) -> Optional[float]:
+def cpus_free(window: Window, allowed: Optional[float], used: Optional[float]) -> Optional[float]:
     """The CPUs the job could grow into over the window: those it may use, less what the machine's
     other processes keep of all of them (as they use them now: under the kernel's fair share more
-    workers would win some back, so this errs low); ``allowed`` where the host's load is unread."""
+    workers would win some back, so this errs low), and never fewer than the ``used`` it uses now;
+    ``allowed`` where the host's load is unread."""
     system = window.latest.system
     (others,) = column_means(((o,) for o in window.per_tick(others_cores)[1:]), width=1)
-    if allowed is None or system is None or others is None:
+    if not allowed or system is None or others is None:
         return allowed
-    return min(allowed, system.cpus_logical - others)
+    return min(allowed, max(system.cpus_logical - others, used or 0.0))
 
 
 def job_load(snap: Snapshot) -> tuple[Optional[float], Optional[float]]:
