@@ -109,7 +109,7 @@ class Capacity:
     # the CPUs the job could grow into: those it may use, less what the machine's other processes
     # keep (figures.cpus_free)
     cpus_free: Optional[float] = None
-    error_scale: float = 1.0  # the inputs' errors times this (a longer window's: pending's estimate)
+    error_scale: float = 1.0  # the inputs' errors times this (a longer window's: settled_in_s's estimate)
 
     @property
     def speedup_pace(self) -> Optional[float]:
