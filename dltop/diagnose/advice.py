@@ -148,6 +148,7 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
             "dataset": loader.dataset,
             "pipeline": loader.pipeline,
             "data_wait_percent": round(wait * 100, 1),
+            "receiving_percent": round(cap.receiving * 100, 1),
             "data_wait_error_percent": round((wait_error(loader) or 0.0) * 100, 1),
             "samples": loader.trainer_time.samples if loader.trainer_time else None,
             "starting_workers_percent": loader.trainer_time.starting_workers_percent if loader.trainer_time else None,

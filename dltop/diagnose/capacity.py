@@ -6,9 +6,10 @@ data a share W of its time. Per batch it needs (1 - W) / X0 seconds of its own; 
 the job J / X0 CPU-seconds, J being the cores its trainers and workers use now (window means). With
 N workers its pace, relative to now, is the predicted speed-up
 
-    S(N) = min(1 / (1 - W),  A / J,  N / (N0 * busy),  the caps)
+    S(N) = min(1 / (1 - W + R),  A / J,  N / (N0 * busy),  the caps)
 
-its own pace; what the CPUs allow (A the CPUs free for the job: those it may use by affinity and
+its own pace (R: of the wait, the share spent receiving a batch, which stays at any count; see
+``receiving``); what the CPUs allow (A the CPUs free for the job: those it may use by affinity and
 cgroup quota, less what the machine's other processes keep; every process of the job summed, so
 ranks sharing a node share its CPUs; a batch costs the same CPU whatever N, and N workers never use
 more than N cores, which the third term keeps); what N workers supply, each working the share
@@ -114,7 +115,22 @@ class Capacity:
     @property
     def speedup_pace(self) -> Optional[float]:
         """1 / (1 - W): the trainer's own pace."""
-        return _pace(self.wait) if self.wait is not None else None
+        return _pace(self.wait, self.receiving) if self.wait is not None else None
+
+    @property
+    def receiving(self) -> float:
+        """The share of the trainer's time receiving a batch that stays at any count: of its data
+        wait, the samples rebuilding the tensors its workers send (torch's handshake with the
+        sending worker for each storage), less the part that waits for that worker's GIL. The
+        handshake is answered by a thread of the worker, which waits for the GIL while the worker's
+        own Python holds it; more workers give each slack, and that wait goes. The worker holds the
+        GIL at most the share of its busy time it is on a CPU, so that share of the receiving goes."""
+        spent = self.loader.trainer_time
+        if spent is None or not spent.receiving_percent:
+            return 0.0
+        f = self.figures
+        holding = min(1.0, f.cpu / f.busy) if f.busy > 0 else 1.0
+        return spent.receiving_percent / 100 * (1 - holding)
 
     @property
     def speedup_cpus(self) -> Optional[float]:
@@ -206,7 +222,7 @@ class Capacity:
         return self.speedup_at(ceiling, inputs) if ceiling is not None else self._reach(inputs)
 
     def _reach(self, inputs: Inputs) -> float:
-        pace = _pace(inputs.wait)
+        pace = _pace(inputs.wait, self.receiving)
         return min(pace, self.cpus_free / inputs.job_cpu) if self.cpus_free and inputs.job_cpu else pace
 
     def wanted(self, inputs: Inputs, tolerance: float, capped: bool = True) -> float:
@@ -419,9 +435,10 @@ def _preferred_step(count: int) -> int:
     return min(range(len(PREFERRED_WORKERS)), key=lambda i: (abs(PREFERRED_WORKERS[i] - count), -i))
 
 
-def _pace(wait: float) -> float:
-    """How much faster the trainer could go on its own pace, X0 / (1 - W) (at most 20x)."""
-    return min(1 / max(1 - wait, 1e-9), MAX_PACE)
+def _pace(wait: float, receiving: float = 0.0) -> float:
+    """How much faster the trainer could go on its own pace, X0 / (1 - W) (at most 20x); of the
+    wait, the share it spends receiving batches stays its own."""
+    return min(1 / max(1 - wait + min(receiving, wait), 1e-9), MAX_PACE)
 
 
 def _missing(

@@ -147,6 +147,10 @@ class TrainerTime:
     # the samples' worth of independent ones: neighbouring samples are alike (a wait comes in runs), so
     # n (1 - rho) / (1 + rho) for the lag-1 autocorrelation rho of its waiting / not-waiting series
     effective_samples: Optional[float] = None
+    # of the data wait, the share of samples rebuilding the tensors workers sent (torch's handshake
+    # per storage): a cost of each batch in the trainer, which more workers shorten only by its wait
+    # for the sending worker's GIL
+    receiving_percent: Optional[float] = None
 
     def percent(self, phase: Phase) -> float:
         return float(getattr(self, PHASES[phase]))

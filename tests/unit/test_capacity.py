@@ -12,12 +12,13 @@ from typing import Union
 
 import pytest
 
-from dltop.collect.stacks.trainer_time import effective_samples
+from dltop.collect.stacks.trainer_time import TrainerSamples, effective_samples
 from dltop.diagnose import diagnose
 from dltop.diagnose.capacity import Capacity, capacity
 from dltop.diagnose.figures import tick_error, wait_error
 from dltop.diagnose.window import Window
-from dltop.model import Snapshot
+from dltop.frames import make_frame
+from dltop.model import Frame, Snapshot
 from dltop.settings import Settings
 from tests.windows import bound_window
 
@@ -189,3 +190,49 @@ def test_a_prediction_for_a_trainer_that_fetches_itself_says_it_is_at_most():
     (fetching,) = [f for f in diagnose(bound_window(60.0, workers=0, cpus_allowed=4.0)) if f.id == "input-bound"]
     assert "At most: workers hand each batch over through shared memory" in fetching.detail
     assert "At most" not in finding(CPU_BOUND[1]).detail
+
+
+# a trainer's main thread fed by 10 I/O-bound workers (py-spy raw, shortened paths as py-spy prints
+# them): rebuilding a batch's tensors, torch's handshake with the worker for each storage
+_NEXT = ("<module> (train.py:182);SuiteJob.batches (train.py:161);_BaseDataLoaderIter.__next__ "
+         "(torch/utils/data/dataloader.py:725);_MultiProcessingDataLoaderIter._next_data "
+         "(torch/utils/data/dataloader.py:1505);_MultiProcessingDataLoaderIter._get_data "
+         "(torch/utils/data/dataloader.py:1464);_MultiProcessingDataLoaderIter._try_get_data "
+         "(torch/utils/data/dataloader.py:1291);Queue.get (multiprocessing/queues.py:122)")  # fmt: skip
+RECEIVING = (_NEXT + ";rebuild_storage_fd (torch/multiprocessing/reductions.py:538);DupFd.detach "
+             "(multiprocessing/resource_sharer.py:57);_ResourceSharer.get_connection "
+             "(multiprocessing/resource_sharer.py:86);Client (multiprocessing/connection.py:524);answer_challenge "
+             "(multiprocessing/connection.py:768)")  # fmt: skip
+BLOCKED = _NEXT + ";Connection._poll (multiprocessing/connection.py:440);wait (multiprocessing/connection.py:1136)"
+RUNNING = "<module> (train.py:182);SuiteJob.batches (train.py:163);step (train.py:120)"
+
+
+def _stack(raw: str) -> tuple[Frame, ...]:
+    return tuple(make_frame(f.split(" (")[0], f.split(" (")[1].rsplit(":", 1)[0], 1) for f in raw.split(";"))
+
+
+def _receiving(cpu: float, receiving: float) -> list[Snapshot]:
+    """Two busy workers at ``cpu`` % of a core each, the trainer waiting 50% of which ``receiving`` %
+    rebuilding tensors."""
+    base = bound_window(50.0, workers=2, cpu=cpu, cpus_allowed=8.0, samples=100)[0]
+    spent = dataclasses.replace(base.loaders[0].trainer_time, receiving_percent=receiving)
+    return [dataclasses.replace(base, loaders=[dataclasses.replace(base.loaders[0], trainer_time=spent)])] * 2
+
+
+def test_receiving_a_batch_is_the_trainers_own_time_not_a_wait_more_workers_remove():
+    """Of the trainer's wait, the samples rebuilding the batch's tensors stay at any count where the
+    sending workers mostly wait (I/O): its own pace is 1 / (1 - wait + receiving), not 1 / (1 - wait)."""
+    trainer = TrainerSamples()
+    order = [RECEIVING] * 3 + [BLOCKED] * 2 + [RUNNING] * 5
+    trainer.add([_stack(s) for s in order], set(), 0.0, 1.0, None)
+    spent = trainer.time()
+    assert spent is not None and spent.waiting_for_data_percent == 50 and spent.receiving_percent == 30
+    assert model(_receiving(0.0, 30.0)).speedup_pace == pytest.approx(1 / 0.8)
+    assert model(_receiving(0.0, 0.0)).speedup_pace == pytest.approx(2.0)
+
+
+def test_receiving_that_waits_for_a_busy_workers_gil_goes_with_more_workers():
+    """A worker on a CPU all its busy time holds its GIL: the handshake's wait for it goes once more
+    workers give each slack, so none of that receiving stays; half on a CPU, half of it stays."""
+    assert model(_receiving(100.0, 30.0)).speedup_pace == pytest.approx(2.0)
+    assert model(_receiving(50.0, 30.0)).speedup_pace == pytest.approx(1 / 0.65)

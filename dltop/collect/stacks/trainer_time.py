@@ -21,6 +21,11 @@ from dltop.settings import DEFAULTS
 
 TRAINER_TIME_HISTORY_S = 30.0
 WAITED: frozenset[Phase] = frozenset({"waiting-for-data", "collating"})  # the data wait's phases
+# torch rebuilding a worker's tensors in the trainer as it unpickles a batch (its default
+# file-descriptor sharing makes a handshake with the worker for each storage): inside the wait, but
+# a cost of each batch that more workers shorten only by its wait for the worker's GIL
+# (capacity.receiving)
+REBUILD = "torch/multiprocessing/reductions.py"
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,7 @@ class TrainerWindow:
     stacks: Counter[tuple[Frame, ...]]  # frames -> main-thread samples
     flips: int = 0  # neighbouring samples of which one waited for data and the other not
     pairs: int = 0  # neighbouring samples
+    receiving: int = 0  # samples waiting for data that were rebuilding the batch's tensors
 
     @property
     def samples(self) -> int:
@@ -66,8 +72,9 @@ class TrainerSamples:
         phases, self.in_epoch_start = stackframes.trainer_phases(samples, self.in_epoch_start, starting)
         waited = [phase in WAITED for phase in phases]
         flips = sum(a != b for a, b in zip(waited, waited[1:]))
+        receiving = sum(p == "waiting-for-data" and rebuilding(s) for s, p in zip(samples, phases))
         self.windows.append(
-            TrainerWindow(began, now, Counter(phases), Counter(samples), flips, max(0, len(waited) - 1))
+            TrainerWindow(began, now, Counter(phases), Counter(samples), flips, max(0, len(waited) - 1), receiving)
         )
         self.windows_done += 1
         while self.windows and now - self.windows[0].ended > TRAINER_TIME_HISTORY_S:
@@ -113,6 +120,7 @@ class TrainerSamples:
             window_s=self.windows[-1].ended - self.windows[0].began,
             **{name: 100.0 * phases[phase] / total for phase, name in PHASES.items()},
             effective_samples=effective_samples(total, sum(phases[p] for p in WAITED) / total, flips, pairs),
+            receiving_percent=100.0 * sum(w.receiving for w in self.windows) / total,
         )
 
     def activity(self, stack: tuple[Frame, ...]) -> Phase:
@@ -121,6 +129,11 @@ class TrainerSamples:
         if latest and latest.samples:
             return latest.phases.most_common(1)[0][0]
         return stackframes.trainer_phase(list(stack))
+
+
+def rebuilding(stack: tuple[Frame, ...]) -> bool:
+    """The main thread is rebuilding tensors a worker sent (``REBUILD``)."""
+    return any(frame.file.endswith(REBUILD) for frame in stack)
 
 
 def effective_samples(samples: int, share: float, flips: int, pairs: int) -> float:
