@@ -216,7 +216,8 @@ def _input_bound_advice(
         replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more)
     else:
         what = f"{binding} limit" if binding not in (None, "pace") else "no more are needed at this pace"
-        detail = f"{reach}; {cap.needed} {unit} would do, so more will not help ({what})."
+        predicted = _predicted(cap) if threads is not None else ""  # what freeing the threads' CPUs gives
+        detail = f"{reach}; {cap.needed} {unit} would do, so more will not help ({what}).{predicted}"
         replay = None
     if more is None and reshard is None:
         parts.append(
@@ -284,7 +285,8 @@ def _more_workers_story(cap: Capacity, wait: float, more: int, binding: Optional
         cap.io_bound_workers and more > (cap.cpus_per_rank or more)) else ""  # fmt: skip
     capped = f" (capped by {binding})" if binding not in (None, "pace") else ""
     pace = cap.prediction.speedup if cap.prediction is not None else speedup
-    each = min(1.0, (workers * cap.figures.working if workers else wait) * pace / more)
+    working = cap.central.busy if cap.central is not None else cap.figures.working  # once the advice is applied
+    each = min(1.0, (workers * working if workers else wait) * pace / more)
     shared = (" Threads share one GIL: this holds while their Python work stays under a core."
               if on_threads(cap.loader) else "")  # fmt: skip
     return (f"that takes about {more} {unit}{capped}{_within(cap)}, each busy about"
@@ -300,8 +302,11 @@ def _predicted(cap: Capacity) -> str:
     # with num_workers=0 no batch crosses processes yet: what receiving one costs the trainer is unseen
     unseen = (" At most: workers hand each batch over through shared memory, a cost to the trainer dltop sees"
               " only once they run." if not cap.workers and not on_threads(cap.loader) else "")  # fmt: skip
+    # fewer intra-op threads free at most all they use: their useful work moves to the main thread
+    freed = (f" At most: it counts all {cap.threads_freed:.1f} cores the trainer's intra-op threads use as"
+             " freed for the workers." if cap.threads_freed else "")  # fmt: skip
     return (f" Predicted: {_times(prediction.speedup)} ({_times(prediction.low)}-{_times(prediction.high)}) its"
-            f" pace now, bound by {bound}; more would be within the figures' error of it.{unseen}")  # fmt: skip
+            f" pace now, bound by {bound}; more would be within the figures' error of it.{unseen}{freed}")  # fmt: skip
 
 
 def _cpus_named(cap: Capacity) -> str:

@@ -33,7 +33,9 @@ CPU is in J already, and they share one GIL, which caps them where their Python 
 
 When the CPUs bind and the trainer runs intra-op threads beside its main thread (torch's
 default: one per core), those threads take CPUs the workers need: fewer trainer threads is the
-change that helps, not fewer workers.
+change that helps, not fewer workers. The model then reads the job as that change leaves it: its
+CPU less all the threads use, the workers' busy share less their wait for a CPU (at most: the
+threads' useful work moves to the main thread).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ from dltop.settings import DEFAULTS, Settings
 # the yardstick of one answer (about 25% apart, as Renard's series): the counts the inputs' two
 # ends ask for may lie one step of it apart, no more; the count itself is the fewest that does
 PREFERRED_WORKERS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256)
+# caps that no CPU freed for the workers lifts: the disk they read is saturated, or their GIL is full
+UNHELPED_BY_CPUS = frozenset({"disk", "gil"})
 # S(N) of a pace-bound trainer: its own pace at most 20x (a wait read as 100% is not infinite room)
 MAX_PACE = 20.0
 
@@ -134,8 +138,11 @@ class Capacity:
 
     @property
     def speedup_cpus(self) -> Optional[float]:
-        """A / J: what the CPUs the job may use allow."""
-        return self.cpus_free / self.job_cpu if self.cpus_free and self.job_cpu else None
+        """A / J: what the CPUs free for the job allow, the job's CPU less what the advice frees
+        (``threads_freed``)."""
+        return (
+            self.cpus_free / max(self.job_cpu - self.threads_freed, 1e-3) if self.cpus_free and self.job_cpu else None
+        )
 
     @property
     def speedup(self) -> Optional[float]:
@@ -151,9 +158,10 @@ class Capacity:
 
     @property
     def cpu_bound(self) -> bool:
-        """The CPUs bind and leave little room to go faster."""
-        by_cpus = self.speedup_cpus
-        return self.limited_by_cpus and by_cpus is not None and by_cpus < self.settings.cpu_bound_speedup
+        """The CPUs bind as the job runs now and leave little room to go faster (what asks for
+        fewer trainer threads: ``trainer_threads``)."""
+        by_cpus, pace = (self.cpus_free / self.job_cpu if self.cpus_free and self.job_cpu else None), self.speedup_pace
+        return by_cpus is not None and (pace is None or by_cpus < pace) and by_cpus < self.settings.cpu_bound_speedup
 
     # -- the model ------------------------------------------------------------------------------
 
@@ -162,7 +170,25 @@ class Capacity:
         """The inputs as measured; None where the model lacks one (``missing``)."""
         if self.missing is not None or self.wait is None:
             return None
-        return Inputs(min(self.wait, self.settings.max_wait_share), self.figures.working, self.job_cpu)
+        job_cpu = max(self.job_cpu - self.threads_freed, 1e-3) if self.job_cpu else self.job_cpu
+        busy = max(self.figures.cpu, self.figures.working - self.busy_freed)
+        return Inputs(min(self.wait, self.settings.max_wait_share), busy, job_cpu)
+
+    @property
+    def threads_freed(self) -> float:
+        """The cores the advice frees where it asks for fewer trainer threads (``trainer_threads``):
+        at most all its intra-op threads use, whose spinning at each parallel region's barrier, with
+        the workers on the same CPUs, goes with them (their useful work moves to the main thread).
+        Nothing where a saturated disk or a GIL caps the workers: no CPU freed makes them faster."""
+        capped = bool(UNHELPED_BY_CPUS & self.caps.keys())
+        return self.trainer_threads_cpu if self.trainer_threads() is not None and not capped else 0.0
+
+    @property
+    def busy_freed(self) -> float:
+        """The share of a worker's busy time it then stops waiting for a CPU: all of its run-queue
+        wait where the advice frees CPUs (``threads_freed``), none otherwise (more workers alone
+        leave the CPUs as full as they are)."""
+        return self.figures.cpu_wait if self.threads_freed else 0.0
 
     @functools.cached_property
     def moves(self) -> list[tuple[Inputs, Inputs]]:
@@ -174,8 +200,8 @@ class Capacity:
         w_err = k * (wait_error(self.loader) or 0.0)
         wait = (max(0.0, x.wait - w_err), min(x.wait + w_err, self.settings.max_wait_share))
         # a worker's working share: its CPU is a floor of it, and its stacks say at most all of its time
-        busy = (max(0.0, f.busy - k * f.busy_error, f.cpu - k * f.cpu_error),
-                max(min(1.0, f.busy + k * f.busy_error), f.cpu + k * f.cpu_error))  # fmt: skip
+        busy = (max(0.0, f.busy - self.busy_freed - k * f.busy_error, f.cpu - k * f.cpu_error),
+                max(min(1.0, f.busy - self.busy_freed + k * f.busy_error), f.cpu + k * f.cpu_error))  # fmt: skip
         moved = [
             (x._replace(wait=wait[0]), x._replace(wait=wait[1])),
             (x._replace(busy=busy[0]), x._replace(busy=busy[1])),

@@ -211,3 +211,21 @@ def test_a_count_that_asks_for_more_never_rounds_down_to_what_runs_now():
     assert cap.chosen == 5 and cap.needed_range is not None and cap.needed_range[0] <= 4
     assert cap.suggested_range == (5, 5) and cap.suggested == 5
     assert dataclasses.replace(cap, shown=ShownAdvice(4, "2026-01-01T00:00:05+00:00")).suggested == 5  # no anchor at 4
+
+
+def test_fewer_intra_op_threads_predict_the_cpus_they_free_at_most():
+    """One worker, busy all the time but on a CPU 60% of it (40% waiting for one), beside a trainer
+    whose intra-op threads use 1.0 of the 2 CPUs: OMP_NUM_THREADS=1 frees that core, and the
+    prediction counts all of it, and the worker's wait for a CPU, as gone (at most)."""
+    window = bound_window(65.0, workers=1, cpu=60.0, cpu_wait=40.0, cpus_allowed=2.0, trainer_cpu=150.0,
+                          trainer_main_cpu=50.0)  # fmt: skip
+    (finding,) = [f for f in diagnose(window) if f.id == "input-bound"]
+    ev = finding.evidence
+    assert ev["change"]["OMP_NUM_THREADS"] == 1
+    # the job's 2.1 cores less the threads' 1.0: the CPUs allow 2 / 1.1; the worker then works 60% of its time
+    assert ev["speedup_by_cpus"] == pytest.approx(2 / 1.1, abs=0.01)
+    assert ev["predicted_speedup"] > 1.2 and "At most: it counts all 1.0 cores the trainer's intra-op" in finding.detail
+    # with no intra-op threads to cut, the same job's CPUs stay as full as they are
+    plain = bound_window(65.0, workers=1, cpu=60.0, cpu_wait=40.0, cpus_allowed=2.0, trainer_cpu=50.0)
+    (same,) = [f for f in diagnose(plain) if f.id == "input-bound"]
+    assert "OMP_NUM_THREADS" not in (same.evidence["change"] or {}) and "At most" not in same.detail
