@@ -115,10 +115,12 @@ def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(
     """The demo's input-bound job watched live for 20 s: the suggestion shown moves at most once (as
     its evidence firms up past the noise it was first shown within), never back and forth, and says
     what it replaced. Two
-    separate 12 s reports (as a user would take) never contradict each other: both ask for more
-    workers, and their ranges share a count (their data waits differ by more than their samples'
-    error on a loaded 2-core machine, so one count each is not promised)."""
+    separate 12 s reports (as a user would take, one after the other, taken while the live view
+    watches: the same job, and no idle wait for either) never contradict each other: both ask for
+    more workers, and their ranges share a count (their data waits differ by more than their
+    samples' error on a loaded 2-core machine, so one count each is not promised)."""
     import json
+    import threading
 
     from dltop.demo.scenarios import SCENARIOS
     from dltop.live.loop import open_loop
@@ -126,8 +128,16 @@ def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(
 
     job = start_job(*SCENARIOS["input-bound"])
     job.wait_workers(1)
+    taken: list = []  # the two reports' results, in order
+
+    def take_reports() -> None:
+        for _ in range(2):
+            taken.append(run_dltop("snapshot", "--pid", str(job.pid), "--duration", "12", "--json"))
+
+    reporter = threading.Thread(target=take_reports, name="reports", daemon=True)
     loop = open_loop(job.pid)
     shown, details = [], []
+    reporter.start()
     try:
         for _ in range(20):
             snap = loop.step()
@@ -137,13 +147,15 @@ def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(
             time.sleep(1)
     finally:
         loop.close()
+        reporter.join(timeout=150)  # each report's run_dltop gives up after 60 s
     changes = [i for i in range(1, len(shown)) if shown[i] != shown[i - 1]]
     assert len(shown) >= 10 and len(changes) <= 1, shown  # the demo's own 9 -> 10 -> 9 -> 8 -> 9 fails here
     if changes:
         assert f"It said {shown[changes[0] - 1]} until" in details[changes[0]], details[changes[0]]
+    assert not reporter.is_alive() and len(taken) == 2, taken
     reports = []
-    for _ in range(2):
-        result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "12", "--json")
+    for result in taken:
+        assert result.returncode == 0, result.stderr
         (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "input-bound"]
         reports.append(finding["evidence"])
     assert all(r["suggested_workers"] > r["num_workers"] for r in reports), reports
