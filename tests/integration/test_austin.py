@@ -24,7 +24,18 @@ def test_trainer_streamed_and_workers_swept_by_austin(start_job, attach, monkeyp
     collector = attach(job.pid)
     assert collector.stacks.austin, "austin-dist is a dependency: it must be found"
     streamed, swept, ticks = False, {}, []
-    deadline = time.monotonic() + 12
+
+    def gathered() -> bool:
+        """Streamed, 30 samples and every worker swept thrice: what the checks below need seen."""
+        (loader,) = ticks[-1].loaders or [None]
+        workers = {p.pid for p in ticks[-1].processes if p.role == "worker"}
+        return (
+            streamed and loader is not None and loader.trainer_time is not None
+            and loader.trainer_time.samples >= 30
+            and bool(workers) and set(swept) == workers and all(len(times) >= 3 for times in swept.values())
+        )  # fmt: skip
+
+    deadline = time.monotonic() + 12  # as many samples and sweeps within 12 s as the checks ask, or it fails
     while time.monotonic() < deadline:
         ticks.append(collector.tick())
         trainer = _trainer(collector, job.pid)
@@ -32,6 +43,8 @@ def test_trainer_streamed_and_workers_swept_by_austin(start_job, attach, monkeyp
         for p in collector.stacks.procs.values():
             if p.role == "worker" and p.sweep.swept_at is not None:
                 swept.setdefault(p.pid, set()).add(p.sweep.swept_at)
+        if gathered():
+            break
         time.sleep(0.5)
     trainer = _trainer(collector, job.pid)
     assert streamed and not trainer.austin_failed and not trainer.sweep.failed
