@@ -128,12 +128,13 @@ class Capacity:
         sending worker for each storage), less the part that waits for that worker's GIL. The
         handshake is answered by a thread of the worker, which waits for the GIL while the worker's
         own Python holds it; more workers give each slack, and that wait goes. The worker holds the
-        GIL at most the share of its busy time it is on a CPU, so that share of the receiving goes."""
+        GIL at most the share of its busy time it is on a CPU or waiting for one (a thread the
+        kernel preempts keeps the GIL), so that share of the receiving goes."""
         spent = self.loader.trainer_time
         if spent is None or not spent.receiving_percent:
             return 0.0
         f = self.figures
-        holding = min(1.0, f.cpu / f.busy) if f.busy > 0 else 1.0
+        holding = min(1.0, (f.cpu + f.cpu_wait) / f.busy) if f.busy > 0 else 1.0
         return spent.receiving_percent / 100 * (1 - holding)
 
     @property

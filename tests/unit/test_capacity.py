@@ -8,7 +8,7 @@ import dataclasses
 import math
 import random
 from collections.abc import Callable
-from typing import Union
+from typing import Optional, Union
 
 import pytest
 
@@ -211,10 +211,10 @@ def _stack(raw: str) -> tuple[Frame, ...]:
     return tuple(make_frame(f.split(" (")[0], f.split(" (")[1].rsplit(":", 1)[0], 1) for f in raw.split(";"))
 
 
-def _receiving(cpu: float, receiving: float) -> list[Snapshot]:
-    """Two busy workers at ``cpu`` % of a core each, the trainer waiting 50% of which ``receiving`` %
-    rebuilding tensors."""
-    base = bound_window(50.0, workers=2, cpu=cpu, cpus_allowed=8.0, samples=100)[0]
+def _receiving(cpu: float, receiving: float, cpu_wait: Optional[float] = None) -> list[Snapshot]:
+    """Two busy workers at ``cpu`` % of a core each (waiting for one ``cpu_wait`` %), the trainer
+    waiting 50% of which ``receiving`` % rebuilding tensors."""
+    base = bound_window(50.0, workers=2, cpu=cpu, cpus_allowed=8.0, samples=100, cpu_wait=cpu_wait)[0]
     spent = dataclasses.replace(base.loaders[0].trainer_time, receiving_percent=receiving)
     return [dataclasses.replace(base, loaders=[dataclasses.replace(base.loaders[0], trainer_time=spent)])] * 2
 
@@ -233,6 +233,8 @@ def test_receiving_a_batch_is_the_trainers_own_time_not_a_wait_more_workers_remo
 
 def test_receiving_that_waits_for_a_busy_workers_gil_goes_with_more_workers():
     """A worker on a CPU all its busy time holds its GIL: the handshake's wait for it goes once more
-    workers give each slack, so none of that receiving stays; half on a CPU, half of it stays."""
+    workers give each slack, so none of that receiving stays; half on a CPU, half of it stays; on a
+    CPU half its time and waiting for one the other half (preempted, it keeps the GIL), none."""
     assert model(_receiving(100.0, 30.0)).speedup_pace == pytest.approx(2.0)
     assert model(_receiving(50.0, 30.0)).speedup_pace == pytest.approx(1 / 0.65)
+    assert model(_receiving(50.0, 30.0, cpu_wait=50.0)).speedup_pace == pytest.approx(2.0)
