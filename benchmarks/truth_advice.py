@@ -22,7 +22,9 @@ harness's CpuLock) throughout.
 Goals the summary checks: the prediction's median error within 10% of the measured ratio and
 none over 25%; the suggested count within the measured best's noise (one fewer not as good: below
 the suggested count's median by more than the runs' spread, at least the 5% dltop bench's own
-"fewest within 5% of the best" allows); the twin's median error within 10%.
+"fewest within 5% of the best" allows); the twin's median error within 10%. Where dltop asks for no
+other count (the CPUs are full, no input-bound finding), one worker more is timed beside the
+current count: the advice holds where it is no faster beyond the runs' noise.
 
 Duration: a cell takes ~70 s (start, warm-up, two snapshots, the twin) and ~16 s a fresh run, 3
 runs a round (2 where one fewer is the current count): ~2.7 min at 2 runs, ~3.5 min at 3; the quick
@@ -269,6 +271,7 @@ def run_advice_cell(cell: AdviceCell, run, scratch: Path, outcome) -> None:
     if target is None:
         said = " ".join((first["suggestion"] or "no other count suggested").split())[:100]
         row["skipped"] = said if first["finding"] else "no input-bound finding"
+        _one_more(cell, run, scratch, row, outcome)
         return
     env = {"OMP_NUM_THREADS": str(first["change"]["OMP_NUM_THREADS"])} if "OMP_NUM_THREADS" in first["change"] else None
     settings = {"old": (cell.workers, None), "new": (target, env)}
@@ -281,6 +284,19 @@ def run_advice_cell(cell: AdviceCell, run, scratch: Path, outcome) -> None:
     row["twin"] = twin(first["bench_args"], run, scratch)
     row["twin_error"] = _error((row["twin"] or {}).get("ratio"), row["measured"])
     outcome.checks = _checks(row)
+
+
+def _one_more(cell: AdviceCell, run, scratch: Path, row: dict, outcome) -> None:
+    """Where dltop asks for no other count, is it right? One worker more, timed beside the current
+    count (alternating, nothing attached): the advice holds where it is not faster beyond the noise."""
+    rates = measure(cell, run, scratch, {"old": (cell.workers, None), "more": (cell.workers + 1, None)})
+    row["rates"] = {k: [round(r, 2) if r else None for r in v] for k, v in rates.items()}
+    old, more = _median(rates["old"]), _median(rates["more"])
+    row["noise"] = max(NOISE_FLOOR, _spread(rates["old"]), _spread(rates["more"]))
+    row["one_more"] = more / old if old and more else None
+    holds = row["one_more"] <= 1 + row["noise"] if row["one_more"] is not None else None
+    outcome.checks = [Check("no other count helps", row["skipped"][:60], f"one more {_ratio(row['one_more'])}"
+                            f" (noise {row['noise'] * 100:.0f}%)", holds)]  # fmt: skip
 
 
 def _checks(row: dict) -> list:
@@ -332,8 +348,10 @@ def table(outcomes: list) -> str:
         wait = f"{_num(first['wait'])} / {_num(row['clock_wait'][0])}"
         advice = f"{row['current']} → {_count(first['suggested'])}" + (f" {first['range']}" if first["range"] else "")
         two = f"{_count(first['suggested'])} / {_count(again['suggested'])} {'✓' if _agree(row) else '✗'}"
-        if "skipped" in row:
-            lines.append(f"| {outcome.name} | {row['config']} | {wait} | {row['skipped']} |" + " |" * 7 + f" {two} |")
+        if "skipped" in row:  # no other count asked for: one worker more, measured, in the "one fewer" column
+            more = f"one more: {_ratio(row.get('one_more'))}"
+            lines.append(f"| {outcome.name} | {row['config']} | {wait} | {row['skipped']} |" + " |" * 3
+                         + f" {more} | (±{row.get('noise', 0) * 100:.0f}%) |" + " |" * 2 + f" {two} |")  # fmt: skip
             continue
         source = "model" if first["source"] == "predicted_speedup" else "min(pace, cpus)"
         medians = row["medians"]
@@ -386,6 +404,12 @@ def summary(outcomes: list) -> str:
                     f"max {worst:.1f}% at {at}")  # fmt: skip
     text.append(f"- same answer twice: {len(agree)}/{len(rows)}")
     skipped = [f"{name} ({row['skipped']})" for name, row in rows if "skipped" in row]
+    kept = [(name, row) for name, row in rows if row.get("one_more") is not None]
+    if kept:
+        helped = [f"{n} ({r['one_more']:.2f}x)" for n, r in kept if r["one_more"] > 1 + r["noise"]]
+        text.append(f"- no other count asked for, one worker more measured no faster beyond its noise: "
+                    f"{len(kept) - len(helped)}/{len(kept)} {mark(not helped)}"
+                    + (f"; faster: {', '.join(helped)}" if helped else ""))  # fmt: skip
     errored = [o.name for o in outcomes if o.error]
     if skipped:
         text.append(f"- not measured: {', '.join(skipped)}")
