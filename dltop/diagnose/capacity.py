@@ -118,7 +118,7 @@ class Capacity:
 
     @property
     def speedup_pace(self) -> Optional[float]:
-        """1 / (1 - W): the trainer's own pace."""
+        """1 / (1 - W + R): the trainer's own pace (R: ``receiving``)."""
         return _pace(self.wait, self.receiving) if self.wait is not None else None
 
     @property
