@@ -28,9 +28,9 @@ current count: the advice holds where it is no faster beyond the runs' noise.
 
 Duration: a cell takes ~70 s (start, warm-up, two snapshots, the twin) and ~16 s a fresh run, 3
 runs a round (2 where one fewer is the current count): ~2.7 min at 2 runs, ~3.5 min at 3; the quick
-set (7 cells) ~20 minutes; the full matrix (34 cells, 3 runs) about 2 hours. The configurations
-are sized for a machine of 2-4 CPUs: on more, the cpu cells' suggestions stop at the trainer's pace
-instead. The imagenet cells need Pillow where the jobs run (``pip install --target DIR pillow`` and
+set (7 cells) ~20 minutes; the full matrix (34 cells) 76 minutes at 2 runs, about 2 hours at 3.
+The configurations are sized for a machine of 2-4 CPUs: on more, the cpu cells' suggestions stop at
+the trainer's pace instead. The imagenet cells need Pillow where the jobs run (``pip install --target DIR pillow`` and
 DIR on PYTHONPATH will do).
 """
 

@@ -42,7 +42,9 @@ def use_tree(root: Path) -> None:
 
 def _tree_env() -> dict:
     root = TREE["root"]
-    return {} if root == ROOT else {"PYTHONPATH": str(root)}
+    # the tree first, what the caller put on the path after it (Pillow for the imagenet job)
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    return {} if root == ROOT else {"PYTHONPATH": path}
 
 
 @dataclass(frozen=True)
