@@ -141,9 +141,7 @@ class Capacity:
     def speedup_cpus(self) -> Optional[float]:
         """A / J: what the CPUs free for the job allow, the job's CPU less what the advice frees
         (``threads_freed``)."""
-        return (
-            self.cpus_free / max(self.job_cpu - self.threads_freed, 1e-3) if self.cpus_free and self.job_cpu else None
-        )
+        return _cpus_allow(self.cpus_free, self.job_cpu_advised)
 
     @property
     def speedup(self) -> Optional[float]:
@@ -161,7 +159,7 @@ class Capacity:
     def cpu_bound(self) -> bool:
         """The CPUs bind as the job runs now and leave little room to go faster (what asks for
         fewer trainer threads: ``trainer_threads``)."""
-        by_cpus, pace = (self.cpus_free / self.job_cpu if self.cpus_free and self.job_cpu else None), self.speedup_pace
+        by_cpus, pace = _cpus_allow(self.cpus_free, self.job_cpu), self.speedup_pace
         return by_cpus is not None and (pace is None or by_cpus < pace) and by_cpus < self.settings.cpu_bound_speedup
 
     # -- the model ------------------------------------------------------------------------------
@@ -171,11 +169,15 @@ class Capacity:
         """The inputs as measured; None where the model lacks one (``missing``)."""
         if self.missing is not None or self.wait is None:
             return None
-        job_cpu = max(self.job_cpu - self.threads_freed, 1e-3) if self.job_cpu else self.job_cpu
         busy = max(self.figures.cpu, self.figures.working - self.busy_freed)
-        return Inputs(min(self.wait, self.settings.max_wait_share), busy, job_cpu)
+        return Inputs(min(self.wait, self.settings.max_wait_share), busy, self.job_cpu_advised)
 
     @property
+    def job_cpu_advised(self) -> Optional[float]:
+        """The job's cores once the advice is applied: now's, less what it frees (``threads_freed``)."""
+        return max(self.job_cpu - self.threads_freed, 1e-3) if self.job_cpu else self.job_cpu
+
+    @functools.cached_property
     def threads_freed(self) -> float:
         """The cores the advice frees where it asks for fewer trainer threads (``trainer_threads``):
         at most all its intra-op threads use, whose spinning at each parallel region's barrier, with
@@ -250,7 +252,8 @@ class Capacity:
 
     def _reach(self, inputs: Inputs) -> float:
         pace = _pace(inputs.wait, self.receiving)
-        return min(pace, self.cpus_free / inputs.job_cpu) if self.cpus_free and inputs.job_cpu else pace
+        by_cpus = _cpus_allow(self.cpus_free, inputs.job_cpu)
+        return min(pace, by_cpus) if by_cpus is not None else pace
 
     def wanted(self, inputs: Inputs, tolerance: float, capped: bool = True) -> float:
         """The workers (a real number) whose S is ``tolerance`` below the best; the floor at least."""
@@ -466,6 +469,11 @@ def _pace(wait: float, receiving: float = 0.0) -> float:
     """How much faster the trainer could go on its own pace, X0 / (1 - W) (at most 20x); of the
     wait, the share it spends receiving batches stays its own."""
     return min(1 / max(1 - wait + min(receiving, wait), 1e-9), MAX_PACE)
+
+
+def _cpus_allow(cpus: Optional[float], job_cpu: Optional[float]) -> Optional[float]:
+    """A / J: how much faster the CPUs ``cpus`` let a job of ``job_cpu`` cores go; None where either is unknown."""
+    return cpus / job_cpu if cpus and job_cpu else None
 
 
 def _missing(

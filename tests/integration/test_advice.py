@@ -5,6 +5,7 @@ live view and two reports."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 from dltop.diagnose import diagnose
@@ -120,7 +121,6 @@ def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(
     more workers, and their ranges share a count (their data waits differ by more than their
     samples' error on a loaded 2-core machine, so one count each is not promised)."""
     import json
-    import threading
 
     from dltop.demo.scenarios import SCENARIOS
     from dltop.live.loop import open_loop
