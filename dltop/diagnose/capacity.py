@@ -6,7 +6,7 @@ data a share W of its time. Per batch it needs (1 - W) / X0 seconds of its own; 
 the job J / X0 CPU-seconds, J being the cores its trainers and workers use now (window means). With
 N workers its pace, relative to now, is the predicted speed-up
 
-    S(N) = min(1 / (1 - W + R),  A / J,  N / (N0 * busy),  the caps)
+    S(N) = min(1 / (1 - W + R),  A / J,  N / (N0 * busy),  the caps)   (before the wait for a CPU)
 
 its own pace (R: of the wait, the share spent receiving a batch, which stays at any count; see
 ``receiving``); what the CPUs allow (A the CPUs free for the job: those it may use by affinity and
@@ -17,6 +17,12 @@ more than N cores, which the third term keeps); what N workers supply, each work
 iterable source's parts, a GIL: ``caps``, workers at most). With num_workers=0 the trainer
 fetches itself: the fetch, a share W of its time, moves to the workers (N / W), and its CPU is
 already in J.
+
+A faster job keeps its CPUs busier, and its processes that sleep between bursts of CPU wait longer
+for one each time they wake (``queueing.py``): each second of such a process's CPU per batch
+costs the batch that much more wait at S than now, for the trainer's own time and for a worker's.
+The terms then depend on S itself, so S(N) is the pace where the job's own slowing meets it
+(found by halving: every term falls as S grows).
 
 Every input carries one standard error, counted by its effective samples (neighbouring samples
 and ticks are alike): the wait's from the trainer's samples, the workers' busy share from their
@@ -61,6 +67,7 @@ from dltop.diagnose.figures import (
 )
 from dltop.diagnose.gil import gil_load
 from dltop.diagnose.knobs import on_threads
+from dltop.diagnose.queueing import servers_of, sleeping_share, wait_per_cpu_second
 from dltop.diagnose.threads import doers, pipeline_cores, thread_figures
 from dltop.diagnose.window import ShownAdvice, Window
 from dltop.model import ENDED, LoaderSample
@@ -73,6 +80,8 @@ PREFERRED_WORKERS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80
 UNHELPED_BY_CPUS = frozenset({"disk", "gil"})
 # S(N) of a pace-bound trainer: its own pace at most 20x (a wait read as 100% is not infinite room)
 MAX_PACE = 20.0
+# S(N) is found to this share of itself (the halving stops there)
+SETTLED = 1e-4
 
 
 class Inputs(NamedTuple):
@@ -115,6 +124,8 @@ class Capacity:
     # keep (figures.cpus_free)
     cpus_free: Optional[float] = None
     error_scale: float = 1.0  # the inputs' errors times this (a longer window's: settled_in_s's estimate)
+    trainer_main_cpu: float = 0.0  # the trainer's main thread, window mean: the CPU on its own path
+    queueing: bool = True  # count the wait for a CPU a faster job brings (False: the CPUs' share alone)
 
     @property
     def speedup_pace(self) -> Optional[float]:
@@ -145,15 +156,18 @@ class Capacity:
 
     @property
     def speedup(self) -> Optional[float]:
-        """The reachable speed-up before any cap: the smaller of the pace and the CPUs'."""
+        """The reachable speed-up before any cap: the smaller of the pace and the CPUs' (with the
+        wait for a CPU it brings, where the model has its inputs)."""
+        if self.central is not None:
+            return self._reach(self.central)
         known = [s for s in (self.speedup_pace, self.speedup_cpus) if s is not None]
         return min(known) if known else None
 
     @property
     def limited_by_cpus(self) -> bool:
         """The CPUs, not the trainer's own pace, set how much faster it could go."""
-        by_cpus, pace = self.speedup_cpus, self.speedup_pace
-        return by_cpus is not None and (pace is None or by_cpus < pace)
+        by_cpus, reach = self.speedup_cpus, self.speedup
+        return by_cpus is not None and reach is not None and by_cpus <= reach * (1 + SETTLED)
 
     @property
     def cpu_bound(self) -> bool:
@@ -241,9 +255,12 @@ class Capacity:
         """S(N): the trainer's pace with ``workers`` workers, relative to now."""
         ceiling = self.ceiling
         count = min(workers, ceiling) if ceiling is not None else workers
-        demand = self.workers * inputs.busy if self.workers else inputs.wait
-        supply = count / demand if demand > 0 else math.inf
-        return min(self._reach(inputs), supply)
+
+        def pace(speedup: float) -> float:
+            demand = self._worker_time(inputs, speedup)
+            return min(self._reach_at(inputs, speedup), count / demand if demand > 0 else math.inf)
+
+        return self._settle(inputs, pace)
 
     def best(self, inputs: Inputs) -> float:
         """The largest S the model sees: at the tightest cap, else wherever supply meets the reach."""
@@ -251,15 +268,57 @@ class Capacity:
         return self.speedup_at(ceiling, inputs) if ceiling is not None else self._reach(inputs)
 
     def _reach(self, inputs: Inputs) -> float:
-        pace = _pace(inputs.wait, self.receiving)
+        """The trainer's pace on its own and the CPUs', whatever the workers."""
+        return self._settle(inputs, lambda speedup: self._reach_at(inputs, speedup))
+
+    def _reach_at(self, inputs: Inputs, speedup: float) -> float:
+        """The trainer's own pace and the CPUs' where the job runs ``speedup`` times as fast as now."""
+        own = 1 - inputs.wait + min(self.receiving, inputs.wait)
+        queued = self._sleepers(inputs)[0] * self._more_wait(inputs, speedup)
+        pace = min(1 / max(own + queued, 1e-9), MAX_PACE)
         by_cpus = _cpus_allow(self.cpus_free, inputs.job_cpu)
         return min(pace, by_cpus) if by_cpus is not None else pace
 
+    def _worker_time(self, inputs: Inputs, speedup: float) -> float:
+        """The workers' time per batch (in batches' times now) at ``speedup``: what they work now,
+        and the more wait for a CPU their sleeping brings."""
+        if not self.workers:
+            return inputs.wait
+        return self.workers * inputs.busy + self._sleepers(inputs)[1] * self._more_wait(inputs, speedup)
+
+    def _sleepers(self, inputs: Inputs) -> tuple[float, float]:
+        """(the trainer's, the workers') CPU per batch (in batches' times now) that waits for a CPU
+        when it wakes: each one's CPU times the share of its busy time it sleeps. With
+        num_workers=0, the fetch's CPU is the trainer's own."""
+        own = 1 - inputs.wait + min(self.receiving, inputs.wait)
+        trainer = self.trainer_main_cpu * sleeping_share(self.trainer_main_cpu, own)
+        cpu = self.figures.cpu
+        return trainer, (self.workers * cpu * sleeping_share(cpu, inputs.busy) if self.workers else 0.0)
+
+    def _more_wait(self, inputs: Inputs, speedup: float) -> float:
+        """How much longer, per second of CPU, a sleeper waits for a CPU at ``speedup`` than now."""
+        if not self.queueing or not self.cpus_free or speedup <= 1:
+            return 0.0
+        load = sum(self._sleepers(inputs)) / self.cpus_free
+        servers = servers_of(self.cpus_free)
+        return max(0.0, wait_per_cpu_second(servers, load * speedup) - wait_per_cpu_second(servers, load))
+
+    def _settle(self, inputs: Inputs, pace: Callable[[float], float]) -> float:
+        """The S where S = pace(S): ``pace`` falls as S grows (its wait for a CPU lengthens), so
+        halving between nothing and the pace with no more wait finds it."""
+        low, high = 1.0, pace(1.0)
+        if high <= low or self._more_wait(inputs, high) == 0:
+            return high
+        while high - low > SETTLED * high:
+            middle = (low + high) / 2
+            low, high = (middle, high) if pace(middle) >= middle else (low, middle)
+        return low
+
     def wanted(self, inputs: Inputs, tolerance: float, capped: bool = True) -> float:
         """The workers (a real number) whose S is ``tolerance`` below the best; the floor at least."""
-        demand = self.workers * inputs.busy if self.workers else inputs.wait
         best = self.best(inputs) if capped else self._reach(inputs)
-        wanted = max(float(self.floor), (best - tolerance) * demand)
+        target = best - tolerance
+        wanted = max(float(self.floor), target * self._worker_time(inputs, target))
         ceiling = self.ceiling
         return min(wanted, ceiling) if capped and ceiling is not None else wanted
 
@@ -411,7 +470,8 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     per_rank = allowed / ranks if allowed else None
     return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, caps,
                     missing, job_error, window.shown_advice.get(advice_key(loader)), ranks, parts_source,
-                    settings, cpus_free(window, allowed, job_cores))  # fmt: skip
+                    settings, cpus_free(window, allowed, job_cores),
+                    trainer_main_cpu=main_cpu if main_cpu is not None else trainer_cpu - threads_cpu)  # fmt: skip
 
 
 def _worker_figures(
