@@ -169,6 +169,7 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
             "predicted_speedup": _round(prediction.speedup if prediction else None),
             "predicted_speedup_low": _round(prediction.low if prediction else None),
             "predicted_speedup_high": _round(prediction.high if prediction else None),
+            "queueing_loss_percent": _round(cap.queueing_loss * 100 if cap.queueing_loss is not None else None),
             "data_wait_effective_samples": _round(spent.effective_samples if spent else None),
             "provisional": cap.too_uncertain,
             "dataset_kind": loader.dataset_kind,
@@ -305,8 +306,12 @@ def _predicted(cap: Capacity) -> str:
     # fewer intra-op threads free at most all they use: their useful work moves to the main thread
     freed = (f" At most: it counts all {cap.threads_freed:.1f} cores the trainer's intra-op threads use as"
              " freed for the workers." if cap.threads_freed else "")  # fmt: skip
+    loss = cap.queueing_loss or 0.0
+    queued = (f" That counts the wait for a CPU the job's processes, busier, would bring one another: {loss * 100:.0f}%"
+              " of the pace the CPUs alone would allow." if loss >= cap.settings.same_pace_share else "")  # fmt: skip
     return (f" Predicted: {_times(prediction.speedup)} ({_times(prediction.low)}-{_times(prediction.high)}) its"
-            f" pace now, bound by {bound}; more would be within the figures' error of it.{unseen}{freed}")  # fmt: skip
+            f" pace now, bound by {bound}; more would be within the figures' error of it."
+            f"{queued}{unseen}{freed}")  # fmt: skip
 
 
 def _cpus_named(cap: Capacity) -> str:

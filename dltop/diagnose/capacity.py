@@ -260,7 +260,7 @@ class Capacity:
             demand = self._worker_time(inputs, speedup)
             return min(self._reach_at(inputs, speedup), count / demand if demand > 0 else math.inf)
 
-        return self._settle(inputs, pace)
+        return _settle(pace)
 
     def best(self, inputs: Inputs) -> float:
         """The largest S the model sees: at the tightest cap, else wherever supply meets the reach."""
@@ -269,12 +269,12 @@ class Capacity:
 
     def _reach(self, inputs: Inputs) -> float:
         """The trainer's pace on its own and the CPUs', whatever the workers."""
-        return self._settle(inputs, lambda speedup: self._reach_at(inputs, speedup))
+        return _settle(lambda speedup: self._reach_at(inputs, speedup))
 
     def _reach_at(self, inputs: Inputs, speedup: float) -> float:
         """The trainer's own pace and the CPUs' where the job runs ``speedup`` times as fast as now."""
         own = 1 - inputs.wait + min(self.receiving, inputs.wait)
-        queued = self._sleepers(inputs)[0] * self._more_wait(inputs, speedup)
+        queued = self._sleeping_cpu(inputs)[0] * self._more_wait(inputs, speedup)
         pace = min(1 / max(own + queued, 1e-9), MAX_PACE)
         by_cpus = _cpus_allow(self.cpus_free, inputs.job_cpu)
         return min(pace, by_cpus) if by_cpus is not None else pace
@@ -284,35 +284,39 @@ class Capacity:
         and the more wait for a CPU their sleeping brings."""
         if not self.workers:
             return inputs.wait
-        return self.workers * inputs.busy + self._sleepers(inputs)[1] * self._more_wait(inputs, speedup)
+        return self.workers * inputs.busy + self._sleeping_cpu(inputs)[1] * self._more_wait(inputs, speedup)
 
-    def _sleepers(self, inputs: Inputs) -> tuple[float, float]:
+    def _sleeping_cpu(self, inputs: Inputs) -> tuple[float, float]:
         """(the trainer's, the workers') CPU per batch (in batches' times now) that waits for a CPU
-        when it wakes: each one's CPU times the share of its busy time it sleeps. With
-        num_workers=0, the fetch's CPU is the trainer's own."""
+        each time it wakes: each one's CPU times the share of its busy time it sleeps (neither on a
+        CPU nor waiting for one). With num_workers=0 the fetch is the trainer's own."""
         own = 1 - inputs.wait + min(self.receiving, inputs.wait)
         trainer = self.trainer_main_cpu * sleeping_share(self.trainer_main_cpu, own)
-        cpu = self.figures.cpu
-        return trainer, (self.workers * cpu * sleeping_share(cpu, inputs.busy) if self.workers else 0.0)
+        if not self.workers:
+            return trainer, 0.0
+        f = self.figures
+        return trainer, self.workers * f.cpu * sleeping_share(f.cpu + f.cpu_wait, inputs.busy)
+
+    def _load(self, speedup: float, count: int) -> float:
+        """The share of the CPUs free that delays a waking process, the job running ``speedup``
+        times as fast as now on ``count`` workers: each process's CPU up to its fair share of them
+        (the kernel lets a waking process go before one that has run beyond that share)."""
+        assert self.cpus_free
+        fair = self.cpus_free / (count + 1)
+        worker = self.workers * self.figures.cpu * speedup / count if count and self.workers else 0.0
+        trainer = (self.trainer_cpu - self.threads_freed) * speedup
+        return (count * min(worker, fair) + min(trainer, fair)) / self.cpus_free
 
     def _more_wait(self, inputs: Inputs, speedup: float) -> float:
-        """How much longer, per second of CPU, a sleeper waits for a CPU at ``speedup`` than now."""
+        """How much longer, per second of CPU, a waking process waits for a CPU at ``speedup`` than
+        now, on the workers that pace needs (a count, not more: workers beyond it idle)."""
         if not self.queueing or not self.cpus_free or speedup <= 1:
             return 0.0
-        load = sum(self._sleepers(inputs)) / self.cpus_free
+        demand = self.workers * inputs.busy if self.workers else inputs.wait
+        count = max(self.workers, math.ceil(speedup * demand))
         servers = servers_of(self.cpus_free)
-        return max(0.0, wait_per_cpu_second(servers, load * speedup) - wait_per_cpu_second(servers, load))
-
-    def _settle(self, inputs: Inputs, pace: Callable[[float], float]) -> float:
-        """The S where S = pace(S): ``pace`` falls as S grows (its wait for a CPU lengthens), so
-        halving between nothing and the pace with no more wait finds it."""
-        low, high = 1.0, pace(1.0)
-        if high <= low or self._more_wait(inputs, high) == 0:
-            return high
-        while high - low > SETTLED * high:
-            middle = (low + high) / 2
-            low, high = (middle, high) if pace(middle) >= middle else (low, middle)
-        return low
+        now = wait_per_cpu_second(servers, self._load(1.0, self.workers))
+        return max(0.0, wait_per_cpu_second(servers, self._load(speedup, count)) - now)
 
     def wanted(self, inputs: Inputs, tolerance: float, capped: bool = True) -> float:
         """The workers (a real number) whose S is ``tolerance`` below the best; the floor at least."""
@@ -396,6 +400,16 @@ class Capacity:
         if count is None or self.central is None:
             return None
         return Prediction(*self.interval(lambda x: self.speedup_at(count, x)))
+
+    @functools.cached_property
+    def queueing_loss(self) -> Optional[float]:
+        """The share of the predicted pace the wait for a CPU takes (``queueing.py``): 1 less the
+        prediction over what the CPUs' share alone gives at the same count."""
+        prediction, count = self.prediction, self.suggested
+        if prediction is None or count is None or self.central is None:
+            return None
+        alone = dataclasses.replace(self, queueing=False).speedup_at(count, self.central)
+        return max(0.0, 1 - prediction.speedup / alone) if alone > 0 else None
 
     @property
     def binding(self) -> Optional[str]:
@@ -523,6 +537,18 @@ def _count(wanted: float) -> int:
 def _preferred_step(count: int) -> int:
     """The place in ``PREFERRED_WORKERS`` of the preferred count nearest ``count`` (the larger on a tie)."""
     return min(range(len(PREFERRED_WORKERS)), key=lambda i: (abs(PREFERRED_WORKERS[i] - count), -i))
+
+
+def _settle(pace: Callable[[float], float]) -> float:
+    """The S where S = pace(S): ``pace`` falls as S grows (the wait for a CPU lengthens), so halving
+    between now and the pace with no more wait finds it."""
+    low, high = 1.0, pace(1.0)
+    if high <= low or pace(high) >= high:
+        return high
+    while high - low > SETTLED * high:
+        middle = (low + high) / 2
+        low, high = (middle, high) if pace(middle) >= middle else (low, middle)
+    return low
 
 
 def _pace(wait: float, receiving: float = 0.0) -> float:

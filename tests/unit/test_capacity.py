@@ -111,7 +111,7 @@ def test_the_io_bound_job_gets_the_fewest_that_reach_its_pace_and_a_prediction_t
     ev = found.evidence
     assert abs(ev["suggested_workers"] - 11) <= 1 and ev["binding"] == "pace"
     assert abs(ev["predicted_speedup"] - 9.3) / 9.3 < 0.1 and ev["predicted_speedup_low"] < 9.6
-    assert "Predicted: 9.98x (9.37x-10.3x) its pace now, bound by the trainer's own pace" in found.detail
+    assert "Predicted: 9.98x (9.40x-10.3x) its pace now, bound by the trainer's own pace" in found.detail
 
 
 def test_a_window_too_short_for_one_count_gives_its_best_count_provisionally_and_how_long_settles_it():
