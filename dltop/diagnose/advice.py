@@ -286,8 +286,7 @@ def _more_workers_story(cap: Capacity, wait: float, more: int, binding: Optional
         cap.io_bound_workers and more > (cap.cpus_per_rank or more)) else ""  # fmt: skip
     capped = f" (capped by {binding})" if binding not in (None, "pace") else ""
     pace = cap.prediction.speedup if cap.prediction is not None else speedup
-    working = cap.central.busy if cap.central is not None else cap.figures.working  # once the advice is applied
-    each = min(1.0, (workers * working if workers else wait) * pace / more)
+    each = cap.each_busy(pace, more, wait)
     shared = (" Threads share one GIL: this holds while their Python work stays under a core."
               if on_threads(cap.loader) else "")  # fmt: skip
     return (f"that takes about {more} {unit}{capped}{_within(cap)}, each busy about"

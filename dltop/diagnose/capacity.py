@@ -279,6 +279,13 @@ class Capacity:
         by_cpus = _cpus_allow(self.cpus_free, inputs.job_cpu)
         return min(pace, by_cpus) if by_cpus is not None else pace
 
+    def each_busy(self, speedup: float, count: int, wait: float) -> float:
+        """The share of its time each of ``count`` workers works at ``speedup``, once the advice is
+        applied (its wait for a CPU then included); ``wait``, the trainer's fetch where none runs."""
+        if self.central is None:
+            return min(1.0, (self.workers * self.figures.working if self.workers else wait) * speedup / count)
+        return min(1.0, self._worker_time(self.central, speedup) * speedup / count)
+
     def _worker_time(self, inputs: Inputs, speedup: float) -> float:
         """The workers' time per batch (in batches' times now) at ``speedup``: what they work now,
         and the more wait for a CPU their sleeping brings."""

@@ -16,6 +16,7 @@ from dltop.collect.stacks.trainer_time import TrainerSamples, effective_samples
 from dltop.diagnose import diagnose
 from dltop.diagnose.capacity import Capacity, capacity
 from dltop.diagnose.figures import tick_error, wait_error
+from dltop.diagnose.queueing import sleeping_share, wait_per_cpu_second
 from dltop.diagnose.window import Window
 from dltop.frames import make_frame
 from dltop.model import Frame, Snapshot
@@ -238,3 +239,44 @@ def test_receiving_that_waits_for_a_busy_workers_gil_goes_with_more_workers():
     assert model(_receiving(100.0, 30.0)).speedup_pace == pytest.approx(2.0)
     assert model(_receiving(50.0, 30.0)).speedup_pace == pytest.approx(1 / 0.65)
     assert model(_receiving(50.0, 30.0, cpu_wait=50.0)).speedup_pace == pytest.approx(2.0)
+
+
+# the mixed job of benchmarks/truth_advice.py (adv-mixed-2): 2 workers each reading 4 ms and computing
+# 1 ms a sample (busy all the time, on a CPU 23% of it), batches of 8, a 5 ms step that sleeps (as one
+# waiting on its GPU), 2 CPUs, the trainer waiting 74%. Measured: 7 workers ran 2.86x-2.92x its pace
+# (three runs); the CPUs' share alone, with no more wait for one, allowed 3.5x.
+MIXED = steady(74.0, True, 23.1, 5.0, 2.0, 400, 300, workers=2, ticks=15)
+
+
+def test_a_faster_job_waits_longer_for_a_cpu_and_the_prediction_counts_it():
+    cap = model(MIXED)
+    assert cap.prediction is not None and cap.suggested is not None and cap.central is not None
+    alone = dataclasses.replace(cap, queueing=False).speedup_at(cap.suggested, cap.central)
+    assert cap.prediction.speedup < 0.9 * alone
+    assert abs(cap.prediction.speedup - 2.9) / 2.9 < 0.1
+    found = finding(MIXED)
+    assert found.evidence["queueing_loss_percent"] >= 10
+    assert "That counts the wait for a CPU the job's processes, busier, would bring one another" in found.detail
+
+
+def test_workers_on_a_cpu_all_their_busy_time_hardly_delay_a_waking_trainer():
+    """CPU-bound workers run beyond their fair share of the CPUs: the kernel lets the waking trainer
+    go first, and the CPUs' share nearly alone sets the pace (measured: 1.90x), too near to say."""
+    cap = model(CPU_BOUND[1])
+    assert cap.queueing_loss is not None and cap.queueing_loss < cap.settings.same_pace_share
+    assert "the wait for a CPU" not in finding(CPU_BOUND[1]).detail
+
+
+@pytest.mark.parametrize("servers, load, wait", [
+    (1, 0.5, 1.0),  # M/M/1: load / (1 - load)
+    (2, 0.7, 0.9608),  # Erlang C of 1.4 erlangs on 2 servers, 0.5765, over 2 - 1.4
+    (4, 0.0, 0.0),
+])  # fmt: skip
+def test_the_wait_for_a_cpu_is_erlangs(servers, load, wait):
+    assert wait_per_cpu_second(servers, load) == pytest.approx(wait, rel=1e-3)
+    assert wait_per_cpu_second(servers, min(load + 0.1, 1.0)) > wait  # it grows with the load, finite at 1
+
+
+def test_a_process_on_a_cpu_or_waiting_for_one_all_its_busy_time_is_no_sleeper():
+    assert sleeping_share(0.6, 1.0) == pytest.approx(0.4) and sleeping_share(1.0, 1.0) == 0.0
+    assert sleeping_share(0.2, 0.0) == 0.0
