@@ -402,7 +402,9 @@ def summary(outcomes: list) -> str:
         median, (worst, at) = statistics.median(e for e, _ in twins), twins[-1]
         text.append(f"- twin: median |error| {median:.1f}% {mark(median <= TWIN_GOAL)} (goal ≤ {TWIN_GOAL:g}%); "
                     f"max {worst:.1f}% at {at}")  # fmt: skip
-    text.append(f"- same answer twice: {len(agree)}/{len(rows)}")
+    overlap = [name for name, row in rows if _agree(row) or _in_each_others_range(row)]
+    text.append(f"- same answer twice: {len(agree)}/{len(rows)}; each count inside the other report's range:"
+                f" {len(overlap)}/{len(rows)}")  # fmt: skip
     skipped = [f"{name} ({row['skipped']})" for name, row in rows if "skipped" in row]
     kept = [(name, row) for name, row in rows if row.get("one_more") is not None]
     if kept:
@@ -421,3 +423,13 @@ def summary(outcomes: list) -> str:
 def _agree(row: dict) -> bool:
     """The two reports, back to back, suggest the same count."""
     return row["advice"]["suggested"] == row["again"]["suggested"]
+
+
+def _in_each_others_range(row: dict) -> bool:
+    """Each report's count lies in the other's ``suggested_range`` (the counts its figures' errors
+    allow): two counts either report would accept."""
+    first, again = row["advice"], row["again"]
+    if first["suggested"] is None or again["suggested"] is None or not first["range"] or not again["range"]:
+        return False
+    return (again["range"][0] <= first["suggested"] <= again["range"][1]
+            and first["range"][0] <= again["suggested"] <= first["range"][1])  # fmt: skip
