@@ -322,8 +322,8 @@ class Capacity:
         demand = self.workers * inputs.busy if self.workers else inputs.wait
         count = max(self.workers, math.ceil(speedup * demand))
         servers = servers_of(self.cpus_free)
-        now = wait_per_cpu_second(servers, self._load(1.0, self.workers))
-        return max(0.0, wait_per_cpu_second(servers, self._load(speedup, count)) - now)
+        now = wait_per_cpu_second(servers, self._load(1.0, self.workers), self.workers + 1)
+        return max(0.0, wait_per_cpu_second(servers, self._load(speedup, count), count + 1) - now)
 
     def wanted(self, inputs: Inputs, tolerance: float, capped: bool = True) -> float:
         """The workers (a real number) whose S is ``tolerance`` below the best; the floor at least."""

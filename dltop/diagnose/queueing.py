@@ -18,11 +18,14 @@ from __future__ import annotations
 MAX_LOAD = 0.99
 
 
-def wait_per_cpu_second(servers: int, load: float) -> float:
+def wait_per_cpu_second(servers: int, load: float, processes: int) -> float:
     """Mean seconds a waking process waits for one of ``servers`` CPUs per second of CPU it then
-    uses, the CPUs kept busy the share ``load`` of the time (Erlang C; 0 for an idle machine)."""
+    uses, the CPUs kept busy the share ``load`` of the time (Erlang C; 0 for an idle machine). At
+    most what ``processes`` taking turns allow: each of the others ahead of it once, (processes -
+    servers) / servers (the formula's queue is endless; a job's processes are not)."""
     load = min(max(load, 0.0), MAX_LOAD)
-    if load == 0.0:
+    turns = max(0.0, (processes - servers) / servers)
+    if load == 0.0 or turns == 0.0:
         return 0.0
     offered = servers * load
     # the Erlang B recursion, then C from B: stable for any number of CPUs
@@ -30,7 +33,7 @@ def wait_per_cpu_second(servers: int, load: float) -> float:
     for k in range(1, servers + 1):
         blocked = offered * blocked / (k + offered * blocked)
     waits = blocked / (1 - load * (1 - blocked))
-    return waits / (servers * (1 - load))
+    return min(waits / (servers * (1 - load)), turns)
 
 
 def sleeping_share(cpu: float, busy: float) -> float:

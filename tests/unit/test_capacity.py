@@ -273,8 +273,15 @@ def test_workers_on_a_cpu_all_their_busy_time_hardly_delay_a_waking_trainer():
     (4, 0.0, 0.0),
 ])  # fmt: skip
 def test_the_wait_for_a_cpu_is_erlangs(servers, load, wait):
-    assert wait_per_cpu_second(servers, load) == pytest.approx(wait, rel=1e-3)
-    assert wait_per_cpu_second(servers, min(load + 0.1, 1.0)) > wait  # it grows with the load, finite at 1
+    assert wait_per_cpu_second(servers, load, 100) == pytest.approx(wait, rel=1e-3)
+    assert wait_per_cpu_second(servers, min(load + 0.1, 1.0), 100) > wait  # it grows with the load, finite at 1
+
+
+def test_the_wait_for_a_cpu_is_at_most_the_others_turns():
+    """Erlang's queue is endless: a job's few processes are not. Four on two CPUs, each waits at
+    most for the two others' turns; as many processes as CPUs never wait."""
+    assert wait_per_cpu_second(2, 0.99, 4) == pytest.approx(1.0)
+    assert wait_per_cpu_second(2, 0.99, 2) == 0.0 and wait_per_cpu_second(2, 0.5, 3) < 0.5
 
 
 def test_a_process_on_a_cpu_or_waiting_for_one_all_its_busy_time_is_no_sleeper():
