@@ -2,19 +2,20 @@
 
 A process that sleeps between short bursts of CPU (a worker reading a file, a trainer waiting on
 its GPU or its next batch) asks for a CPU each time it wakes. While the CPUs are mostly idle it
-gets one at once; as more of the job's sleepers run, it more often finds them all taken and waits
-its turn (the kernel lets a waking sleeper go before a process that has run for long, so the CPU
-hogs, whose share ``A / J`` already counts, hardly delay it). That wait lengthens every batch a
-sleeper takes part in, so the job runs slower than the CPUs alone allow well before they fill.
+gets one at once; as the job runs faster, it more often finds them all taken and waits its turn
+(the kernel lets a waking process go before one that has run beyond its fair share, so CPU hogs,
+whose share ``A / J`` already counts, hardly delay it: ``capacity.py`` counts each process's CPU up
+to that share). That wait lengthens every batch a sleeper takes part in, so the job runs slower
+than the CPUs alone allow well before they fill.
 
 The wait is Erlang's C formula for ``servers`` CPUs (M/M/c): the mean wait for a CPU per unit of
-CPU time used, at the share ``load`` of the CPUs the sleepers keep busy.
+CPU time used, at the share ``load`` of the CPUs that can delay a waking process.
 """
 
 from __future__ import annotations
 
 # the load the formula is read at most: at 1 the queue never drains and the wait is infinite, and a
-# job's sleepers fill its CPUs only where the CPUs bind anyway
+# job's processes fill its CPUs only where the CPUs bind anyway
 MAX_LOAD = 0.99
 
 
