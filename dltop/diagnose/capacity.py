@@ -130,7 +130,7 @@ class Capacity:
     @property
     def speedup_pace(self) -> Optional[float]:
         """1 / (1 - W + R): the trainer's own pace (R: ``receiving``)."""
-        return _pace(self.wait, self.receiving) if self.wait is not None else None
+        return _pace(_own_time(self.wait, self.receiving)) if self.wait is not None else None
 
     @property
     def receiving(self) -> float:
@@ -273,9 +273,8 @@ class Capacity:
 
     def _reach_at(self, inputs: Inputs, speedup: float) -> float:
         """The trainer's own pace and the CPUs' where the job runs ``speedup`` times as fast as now."""
-        own = 1 - inputs.wait + min(self.receiving, inputs.wait)
         queued = self._sleeping_cpu(inputs)[0] * self._more_wait(inputs, speedup)
-        pace = min(1 / max(own + queued, 1e-9), MAX_PACE)
+        pace = _pace(_own_time(inputs.wait, self.receiving) + queued)
         by_cpus = _cpus_allow(self.cpus_free, inputs.job_cpu)
         return min(pace, by_cpus) if by_cpus is not None else pace
 
@@ -289,15 +288,18 @@ class Capacity:
     def _worker_time(self, inputs: Inputs, speedup: float) -> float:
         """The workers' time per batch (in batches' times now) at ``speedup``: what they work now,
         and the more wait for a CPU their sleeping brings."""
-        if not self.workers:
-            return inputs.wait
-        return self.workers * inputs.busy + self._sleeping_cpu(inputs)[1] * self._more_wait(inputs, speedup)
+        return self._demand(inputs) + self._sleeping_cpu(inputs)[1] * self._more_wait(inputs, speedup)
+
+    def _demand(self, inputs: Inputs) -> float:
+        """The workers' time per batch now (in batches' times now): each works the share ``busy``
+        of its time; with num_workers=0, the trainer's fetch."""
+        return self.workers * inputs.busy if self.workers else inputs.wait
 
     def _sleeping_cpu(self, inputs: Inputs) -> tuple[float, float]:
         """(the trainer's, the workers') CPU per batch (in batches' times now) that waits for a CPU
         each time it wakes: each one's CPU times the share of its busy time it sleeps (neither on a
         CPU nor waiting for one). With num_workers=0 the fetch is the trainer's own."""
-        own = 1 - inputs.wait + min(self.receiving, inputs.wait)
+        own = _own_time(inputs.wait, self.receiving)
         trainer = self.trainer_main_cpu * sleeping_share(self.trainer_main_cpu, own)
         if not self.workers:
             return trainer, 0.0
@@ -319,11 +321,15 @@ class Capacity:
         now, on the workers that pace needs (a count, not more: workers beyond it idle)."""
         if not self.queueing or not self.cpus_free or speedup <= 1:
             return 0.0
-        demand = self.workers * inputs.busy if self.workers else inputs.wait
-        count = max(self.workers, math.ceil(speedup * demand))
-        servers = servers_of(self.cpus_free)
-        now = wait_per_cpu_second(servers, self._load(1.0, self.workers), self.workers + 1)
-        return max(0.0, wait_per_cpu_second(servers, self._load(speedup, count), count + 1) - now)
+        count = max(self.workers, math.ceil(speedup * self._demand(inputs)))
+        waits = wait_per_cpu_second(servers_of(self.cpus_free), self._load(speedup, count), count + 1)
+        return max(0.0, waits - self._wait_now)
+
+    @functools.cached_property
+    def _wait_now(self) -> float:
+        """The wait for a CPU per second of CPU as the job runs now (what ``_more_wait`` adds to)."""
+        assert self.cpus_free
+        return wait_per_cpu_second(servers_of(self.cpus_free), self._load(1.0, self.workers), self.workers + 1)
 
     def wanted(self, inputs: Inputs, tolerance: float, capped: bool = True) -> float:
         """The workers (a real number) whose S is ``tolerance`` below the best; the floor at least."""
@@ -558,10 +564,15 @@ def _settle(pace: Callable[[float], float]) -> float:
     return low
 
 
-def _pace(wait: float, receiving: float = 0.0) -> float:
-    """How much faster the trainer could go on its own pace, X0 / (1 - W) (at most 20x); of the
-    wait, the share it spends receiving batches stays its own."""
-    return min(1 / max(1 - wait + min(receiving, wait), 1e-9), MAX_PACE)
+def _own_time(wait: float, receiving: float) -> float:
+    """The trainer's own time per batch (in batches' times now), 1 - W + R: of the wait, the share
+    it spends receiving batches stays its own."""
+    return 1 - wait + min(receiving, wait)
+
+
+def _pace(own_time: float) -> float:
+    """How much faster the trainer could go on its own pace, X0 / its own time a batch (at most 20x)."""
+    return min(1 / max(own_time, 1e-9), MAX_PACE)
 
 
 def _cpus_allow(cpus: Optional[float], job_cpu: Optional[float]) -> Optional[float]:
