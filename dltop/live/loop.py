@@ -17,6 +17,7 @@ import time
 from collections import deque
 from typing import Callable, Iterator, Optional
 
+from dltop.collect.stacks.budget import LIVE_VIEW, Watcher
 from dltop.diagnose import diagnose, pending, relate
 from dltop.diagnose.stable import StableFindings
 from dltop.diagnose.window import MemoryReadings, ShownAdvice
@@ -148,13 +149,20 @@ class LiveLoop:
 
 
 def open_loop(
-    pid: int, settings: Settings = DEFAULTS, stacks: bool = True, show_secrets: bool = False, **loop_options
+    pid: int,
+    settings: Settings = DEFAULTS,
+    stacks: bool = True,
+    show_secrets: bool = False,
+    watcher: Watcher = LIVE_VIEW,
+    **loop_options,
 ) -> LiveLoop:
     """Attach to the job ``pid`` belongs to (DltopError if none). ``show_secrets``: command lines
-    whole (the caller checked the user owns the job); else redacted."""
+    whole (the caller checked the user owns the job); else redacted. ``watcher``: who the stack
+    sampler's budget is spent for (a snapshot's few seconds buy more samples)."""
     from dltop.collect.collector import Collector
 
     collector = Collector(pid, stacks=stacks, settings=settings, show_secrets=show_secrets, keep_ended_s=WINDOW_S)
+    collector.stacks.watcher = watcher
     return LiveLoop(collector, **loop_options)
 
 

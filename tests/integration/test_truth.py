@@ -128,6 +128,8 @@ def test_a_fix_names_the_dataset_and_the_line_that_builds_its_loader(start_job):
     report = json.loads(result.stdout)
     (loader,) = report["loaders"]
     assert loader["batch_size"] == 40, loader
+    # a snapshot samples the trainer as py-spy does by default, not at a live view's 17 Hz at most
+    assert loader["trainer_time"]["samples"] > 17 * 6, loader["trainer_time"]
     line = next(n for n, text in enumerate(JOB_PY.read_text().splitlines(), 1) if "return DataLoader(" in text)
     assert loader["dataset"] == "SuiteDataset" and loader["built_at"] == f"{JOB_PY}:{line}"
     (bound,) = [f for f in report["findings"] if f["id"] == "input-bound"]

@@ -21,6 +21,7 @@ from dltop.collect.stacks.budget import (
     LIVE_VIEW,
     MAX_IN_FLIGHT,
     NODE,
+    SNAPSHOT,
     REQUESTED,
     ROUTINE,
     STREAM_CPU_SHARE,
@@ -480,6 +481,21 @@ def test_the_node_floor_gives_way_to_1_hz_where_a_live_view_keeps_more():
     unpriced = Pricing()
     unpriced.plan_stream(0, share=1.0, trainers=16, watcher=NODE)
     assert (unpriced.rate, unpriced.seconds) == (13.0, 3)  # a first window prices a sample quickly
+
+
+@pytest.mark.parametrize(("sample_cost_s", "rate"), [(None, 50.0), (1e-4, 100.0), (4e-4, 48.67)])
+def test_a_snapshot_samples_as_py_spy_does_by_default_within_2_percent_of_a_core(sample_cost_s, rate):
+    """A snapshot's few seconds are its whole answer: a first window at 50 Hz, then 100 Hz (py-spy's
+    default) where 2% of a core pays for it (0.4 ms samples, a 17-thread trainer: 48.7 Hz), ten
+    times what a live view spends all day."""
+    pricing = Pricing(sample_cost_s=sample_cost_s or 0.0)
+    pricing.plan_stream(0, share=1.0, trainers=1, watcher=SNAPSHOT)
+    assert pricing.rate == pytest.approx(rate, abs=0.01)
+    if sample_cost_s:
+        assert _stream_cost(pricing, 1) <= SNAPSHOT.stream_cpu_share * 1.001
+        live = Pricing(sample_cost_s=sample_cost_s)
+        live.plan_stream(0, share=1.0, trainers=1, watcher=LIVE_VIEW)
+        assert live.rate < rate / 2
 
 
 @pytest.mark.parametrize(("trainers", "floor"), [(1, 3.67), (2, 3.0), (3, 3.0), (4, 2.25), (8, 1.125), (16, 1.0)])

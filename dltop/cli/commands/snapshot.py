@@ -31,12 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dltop.collect.stacks.budget import SNAPSHOT
     from dltop.live.loop import open_loop
     from dltop.live.schedule import ticks
     from dltop.text_report import render
 
     loop = open_loop(args.pid, settings_from(args), not args.no_stacks, show_secrets(args, args.pid),
-                     window_ticks=None, judge_every_tick=False)  # fmt: skip
+                     watcher=SNAPSHOT, window_ticks=None, judge_every_tick=False)  # fmt: skip
     try:
         for final in ticks(args.interval, duration_s=args.duration):
             # the final tick waits for py-spy runs under way and re-reads every USS/PSS

@@ -47,6 +47,13 @@ STREAM_FIRST_RATE = 13.0
 STREAM_FIRST_WINDOW_S = 3
 MIN_SAMPLE_COST_S = 1e-5
 STREAM_MAX_RATE = 17.0
+# a snapshot is one question asked once, its answer read from a few seconds of samples: the data
+# wait of 15 s at 17 Hz is +-3.5 points, which moves the count a job at a 75% wait needs by ~8%.
+# For its length it samples as py-spy does by default (100 Hz), within 2% of a core, a first
+# window at 50 Hz (docs/performance.md#stack-sampling)
+SNAPSHOT_CPU_SHARE = 0.02
+SNAPSHOT_MAX_RATE = 100.0
+SNAPSHOT_FIRST_RATE = 50.0
 # each window's rate is the affordable one times the next of these: rates that differ from window
 # to window keep a periodic training step from aliasing with the sampling
 STREAM_RATE_STEPS = (1.0, 0.89, 1.13)
@@ -105,6 +112,11 @@ class Watcher:
     # budget; more share what these would cost
     trainers_in_full: float
     record_window_max_s: int  # py-spy's longest window (start-up over it; its samples come at its end)
+    # the trainers' Austin streams together: this share of a core, each at most this rate, a first
+    # window (before a sample is priced) at that one
+    stream_cpu_share: float = STREAM_CPU_SHARE
+    stream_max_rate: float = STREAM_MAX_RATE
+    stream_first_rate: float = STREAM_FIRST_RATE
 
     def thinning(self, share: float, trainers: int) -> float:
         """How many times sparser a trainer's floor and sweeps are than in full: 1 up to
@@ -122,6 +134,11 @@ LIVE_VIEW = Watcher(MIN_RECORD_RATE, LIVE_TRAINERS_IN_FULL, record_window_max_s=
 # over 30 s holds at 1 Hz (30 samples), py-spy's windows are priced over up to 30 s, each
 # trainer's workers are swept less often as trainers multiply
 NODE = Watcher(NODE_FLOOR_HZ, trainers_in_full=1, record_window_max_s=30)
+# a snapshot: a live view's floors, and for its few seconds the samples of py-spy's default rate
+SNAPSHOT = Watcher(
+    MIN_RECORD_RATE, LIVE_TRAINERS_IN_FULL, record_window_max_s=RECORD_WINDOW_MAX_S,
+    stream_cpu_share=SNAPSHOT_CPU_SHARE, stream_max_rate=SNAPSHOT_MAX_RATE, stream_first_rate=SNAPSHOT_FIRST_RATE,
+)  # fmt: skip
 
 
 def trainers_sharing(share: float, trainers: int) -> float:
@@ -179,10 +196,10 @@ class Pricing:
         from window to window; windows lengthen as trainers multiply, so the start-ups of them all
         cost a fixed part of the budget (and the rest buys samples)."""
         seconds = stream_window_s(share, trainers)
-        budget = STREAM_CPU_SHARE * share / trainers - STREAM_STARTUP_S / seconds
-        affordable = budget / self.sample_cost_s if self.sample_cost_s else STREAM_FIRST_RATE
+        budget = watcher.stream_cpu_share * share / trainers - STREAM_STARTUP_S / seconds
+        affordable = budget / self.sample_cost_s if self.sample_cost_s else watcher.stream_first_rate
         step = STREAM_RATE_STEPS[windows_done % len(STREAM_RATE_STEPS)]
-        self.rate = max(watcher.floor(share, trainers), min(STREAM_MAX_RATE, affordable)) * step
+        self.rate = max(watcher.floor(share, trainers), min(watcher.stream_max_rate, affordable)) * step
         self.seconds = seconds if self.sample_cost_s else STREAM_FIRST_WINDOW_S
         self.samples = 0
 
