@@ -42,6 +42,11 @@ class Settings:
     # many standard errors either side, each error counted by its effective samples (neighbours alike
     # count less: n (1 - rho) / (1 + rho), the lag-1 autocorrelation rho read up to its ceiling)
     capacity_errors: float = 1.0
+    # the model's own error, one standard error as a share of its prediction: what its inputs' errors
+    # leave out (the RMS of predicted against measured over the advice harness's 28 predictions,
+    # docs/findings.md); added to the predicted pace's interval, not to the count's tolerance (it
+    # moves the pace at every count alike)
+    model_error_share: float = 0.055
     max_autocorrelation: float = 0.95
     # the count suggested: the fewest workers whose predicted pace is within this share of the best the
     # model sees, or within the best's error where that is wider (dltop bench's rule for measurements)

@@ -408,11 +408,14 @@ class Capacity:
 
     @property
     def prediction(self) -> Optional[Prediction]:
-        """S at the suggested count."""
+        """S at the suggested count, its interval the inputs' errors and the model's own
+        (``model_error_share``) added in quadrature."""
         count = self.suggested
         if count is None or self.central is None:
             return None
-        return Prediction(*self.interval(lambda x: self.speedup_at(count, x)))
+        speedup, low, high = self.interval(lambda x: self.speedup_at(count, x))
+        model = self.settings.capacity_errors * self.settings.model_error_share * speedup
+        return Prediction(speedup, speedup - math.hypot(speedup - low, model), speedup + math.hypot(high - speedup, model))
 
     @functools.cached_property
     def queueing_loss(self) -> Optional[float]:

@@ -74,7 +74,8 @@ def test_one_steady_cpu_bound_job_gets_one_answer_twice_the_fewest_that_reach_it
     for found in (first, second):
         ev = found.evidence
         assert ev["suggested_workers"] == 2 and ev["suggested_range"] == [2, 2] and ev["binding"] == "cpus"
-        assert 1.85 <= ev["predicted_speedup_low"] <= ev["predicted_speedup"] <= ev["predicted_speedup_high"] <= 2.05
+        assert 1.85 <= ev["predicted_speedup"] <= 2.05
+        assert ev["predicted_speedup_low"] <= 1.90 <= ev["predicted_speedup_high"]  # the measured, inside
         assert found.suggestion.startswith("num_workers=2  #")
         assert "its pace now, bound by the CPUs the job may use" in found.detail
 
@@ -112,7 +113,8 @@ def test_the_io_bound_job_gets_the_fewest_that_reach_its_pace_and_a_prediction_t
     ev = found.evidence
     assert abs(ev["suggested_workers"] - 11) <= 1 and ev["binding"] == "pace"
     assert abs(ev["predicted_speedup"] - 9.3) / 9.3 < 0.1 and ev["predicted_speedup_low"] < 9.6
-    assert "Predicted: 9.98x (9.40x-10.3x) its pace now, bound by the trainer's own pace" in found.detail
+    # the model's own error (5.5%) in the interval: the measured 9.31x inside it
+    assert "Predicted: 9.98x (9.18x-10.6x) its pace now, bound by the trainer's own pace" in found.detail
 
 
 def test_a_window_too_short_for_one_count_gives_its_best_count_provisionally_and_how_long_settles_it():
