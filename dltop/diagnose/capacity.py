@@ -415,7 +415,8 @@ class Capacity:
             return None
         speedup, low, high = self.interval(lambda x: self.speedup_at(count, x))
         model = self.settings.capacity_errors * self.settings.model_error_share * speedup
-        return Prediction(speedup, speedup - math.hypot(speedup - low, model), speedup + math.hypot(high - speedup, model))
+        down, up = math.hypot(speedup - low, model), math.hypot(high - speedup, model)
+        return Prediction(speedup, speedup - down, speedup + up)
 
     @functools.cached_property
     def queueing_loss(self) -> Optional[float]:
