@@ -4,6 +4,9 @@
 * the trainer's throughput with dltop attached vs not, alternating periods on one job, median of
   >= 5 pairs (target >= 0.98); dltop's one-time start-up is outside the attached periods;
 * the data-wait share dltop measures vs the job's own timing of its next() calls (target <= 5 pp);
+* with --snapshot-runs N: a 15 s ``dltop snapshot``'s CPU (start-up included), its trainer samples
+  and the data wait's error, beside ``py-spy record`` at its default 100 Hz over the same job and
+  seconds, alternating, medians (target: no more CPU than py-spy's);
 * with --soak-s 300: fault findings on a healthy job (persistent workers idle through a 24 s
   validation pass, slow samples, epoch boundaries) watched with the default 20 s threshold
   (target: none).
@@ -22,9 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import dltop, start_job, timing
+from common import children_cpu, dltop, start_job, timing
 
 from dltop.collect.collector import Collector
+from dltop.collect.stacks.pyspy import find_py_spy
 from dltop.diagnose import diagnose
 from tests.support import wait_for
 
@@ -131,6 +135,41 @@ def soak(seconds: float) -> list:
             os.killpg(job.pid, signal.SIGKILL)
 
 
+# an I/O-bound job at a 75% wait, where ±3.5 points of it move the count it needs by ~8%
+SNAPSHOT_JOB = ("--workers", "2", "--persistent", "--batch-size", "8", "--sample-ms", "0", "--slow-every", "1",
+                "--slow-ms", "5", "--step-ms", "5")  # fmt: skip
+
+
+def snapshot_cost(runs: int, seconds: float) -> None:
+    with tempfile.TemporaryDirectory() as report:
+        job = start_job(Path(report), *SNAPSHOT_JOB)
+        try:
+            job.wait_workers(2)
+            wait_for(lambda: list(Path(report).glob("timing-*.json")), 30, "timing")
+            time.sleep(3)
+            figures: dict[str, list[float]] = {"dltop": [], "py-spy": [], "samples": [], "error": []}
+            for _ in range(runs):
+                before = children_cpu()
+                result = dltop("snapshot", "--pid", str(job.pid), "--duration", f"{seconds:g}", "--json",
+                               capture_output=True, text=True, check=True)  # fmt: skip
+                figures["dltop"].append(children_cpu() - before)
+                (bound,) = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "input-bound"]
+                figures["samples"].append(bound["evidence"]["samples"])
+                figures["error"].append(bound["evidence"]["data_wait_error_percent"])
+                before = children_cpu()
+                subprocess.run([find_py_spy(), "record", "--pid", str(job.pid), "--rate", "100", "--duration",
+                                f"{seconds:.0f}", "--nonblocking", "--idle", "--format", "raw", "--output",
+                                str(Path(report) / "py-spy.txt")], capture_output=True, check=True)  # fmt: skip
+                figures["py-spy"].append(children_cpu() - before)
+            medians = {name: statistics.median(values) for name, values in figures.items()}
+            print(f"snapshot {seconds:g} s, {runs} runs: dltop {medians['dltop']:.2f} s of CPU "
+                  f"({', '.join(f'{x:.2f}' for x in figures['dltop'])}), {medians['samples']:.0f} trainer samples, "
+                  f"data wait ±{medians['error']:.1f} points; py-spy record at 100 Hz "
+                  f"{medians['py-spy']:.2f} s ({', '.join(f'{x:.2f}' for x in figures['py-spy'])})")  # fmt: skip
+        finally:
+            os.killpg(job.pid, signal.SIGKILL)
+
+
 SHAPES = {
     "input-bound (1 worker, 15 ms/sample)": ("--workers", "1", "--persistent", "--sample-ms", "15", "--step-ms", "5"),
     "balanced (2 workers)": ("--workers", "2", "--persistent", "--sample-ms", "4", "--step-ms", "12"),
@@ -146,7 +185,10 @@ def main() -> None:
     parser.add_argument("--period-s", type=float, default=10)
     parser.add_argument("--share-s", type=float, default=20)
     parser.add_argument("--soak-s", type=float, default=0, help="also watch a healthy job this long")
+    parser.add_argument("--snapshot-runs", type=int, default=0, help="also time this many 15 s snapshots")
     args = parser.parse_args()
+    if args.snapshot_runs:
+        snapshot_cost(args.snapshot_runs, 15.0)
     if args.soak_s:
         print(f"fault findings on the healthy job: {soak(args.soak_s) or 'none'}")
 

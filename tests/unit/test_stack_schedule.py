@@ -496,6 +496,11 @@ def test_a_snapshot_samples_as_py_spy_does_by_default_within_2_percent_of_a_core
         live = Pricing(sample_cost_s=sample_cost_s)
         live.plan_stream(0, share=1.0, trainers=1, watcher=LIVE_VIEW)
         assert live.rate < rate / 2
+    else:  # unpriced, the first windows of several trainers share the 50 Hz, down to a live view's 13
+        shared = [Pricing(), Pricing()]
+        for trainers, pricing in zip((2, 8), shared):
+            pricing.plan_stream(0, share=1.0, trainers=trainers, watcher=SNAPSHOT)
+        assert [p.rate for p in shared] == [25.0, 13.0]
 
 
 @pytest.mark.parametrize(("trainers", "floor"), [(1, 3.67), (2, 3.0), (3, 3.0), (4, 2.25), (8, 1.125), (16, 1.0)])

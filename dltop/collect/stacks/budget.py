@@ -163,6 +163,13 @@ def stream_window_s(share: float, trainers: int) -> int:
     return min(STREAM_WINDOW_MAX_S, round(STREAM_WINDOW_S * trainers_sharing(share, trainers)))
 
 
+def first_stream_rate(share: float, trainers: int, watcher: Watcher) -> float:
+    """A window's rate before a sample is priced: the watcher's, shared by the trainers past one,
+    never under a live view's (a snapshot of 8 ranks samples each at 13 Hz at first, not 50)."""
+    shared = watcher.stream_first_rate / trainers_sharing(share, trainers)
+    return min(watcher.stream_first_rate, max(STREAM_FIRST_RATE, shared))
+
+
 def record_window_max_s(share: float, trainers: int, watcher: Watcher) -> int:
     """py-spy's longest window: 8 s for each trainer the budget pays for, up to the watcher's cap."""
     scaled = round(RECORD_WINDOW_MAX_S * trainers_sharing(share, trainers))
@@ -197,7 +204,7 @@ class Pricing:
         cost a fixed part of the budget (and the rest buys samples)."""
         seconds = stream_window_s(share, trainers)
         budget = watcher.stream_cpu_share * share / trainers - STREAM_STARTUP_S / seconds
-        affordable = budget / self.sample_cost_s if self.sample_cost_s else watcher.stream_first_rate
+        affordable = budget / self.sample_cost_s if self.sample_cost_s else first_stream_rate(share, trainers, watcher)
         step = STREAM_RATE_STEPS[windows_done % len(STREAM_RATE_STEPS)]
         self.rate = max(watcher.floor(share, trainers), min(watcher.stream_max_rate, affordable)) * step
         self.seconds = seconds if self.sample_cost_s else STREAM_FIRST_WINDOW_S
