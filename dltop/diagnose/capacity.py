@@ -339,22 +339,13 @@ class Capacity:
         ceiling = self.ceiling
         return min(wanted, ceiling) if capped and ceiling is not None else wanted
 
-    def predicted(self, figure: Callable[[Inputs], float]) -> Prediction:
-        """A pace the model predicts, its interval the inputs' errors (``interval``) and the model's
-        own (``model_error_share``) added in quadrature."""
-        speedup, low, high = self.interval(figure)
-        model = self.settings.capacity_errors * self.settings.model_error_share * speedup
-        down, up = math.hypot(speedup - low, model), math.hypot(high - speedup, model)
-        return Prediction(speedup, speedup - down, speedup + up)
-
     @functools.cached_property
     def tolerance(self) -> Optional[float]:
-        """How far below the best a pace still counts as the best: the best's error (its inputs' and
-        the model's own: the model is surest of the level, least of where the curve bends), at least
+        """How far below the best a pace still counts as the best: the best's error, at least
         ``same_pace_share`` of it."""
         if self.central is None:
             return None
-        best, low, _ = self.predicted(self.best)
+        best, low, _ = self.interval(self.best)
         return max(best - low, self.settings.same_pace_share * best)
 
     @functools.cached_property
@@ -373,12 +364,11 @@ class Capacity:
 
     @functools.cached_property
     def needed_range(self) -> Optional[tuple[int, int]]:
-        """The counts (caps applied) at the inputs' errors: the fewest within ``tolerance`` (as a
-        share) of the best, less and plus its error."""
-        if self.central is None or self.tolerance is None:
+        """The counts (caps applied) at the inputs' errors: the fewest within ``same_pace_share`` of
+        the best, less and plus its error."""
+        if self.central is None:
             return None
-        best = self.best(self.central)
-        share = self.tolerance / best if best > 0 else self.settings.same_pace_share
+        share = self.settings.same_pace_share
         _, low, high = self.interval(lambda x: self.wanted(x, share * self.best(x)))
         return _count(low), _count(high)
 
@@ -418,11 +408,15 @@ class Capacity:
 
     @property
     def prediction(self) -> Optional[Prediction]:
-        """S at the suggested count (``predicted``)."""
+        """S at the suggested count, its interval the inputs' errors and the model's own
+        (``model_error_share``) added in quadrature."""
         count = self.suggested
         if count is None or self.central is None:
             return None
-        return self.predicted(lambda x: self.speedup_at(count, x))
+        speedup, low, high = self.interval(lambda x: self.speedup_at(count, x))
+        model = self.settings.capacity_errors * self.settings.model_error_share * speedup
+        down, up = math.hypot(speedup - low, model), math.hypot(high - speedup, model)
+        return Prediction(speedup, speedup - down, speedup + up)
 
     @functools.cached_property
     def queueing_loss(self) -> Optional[float]:

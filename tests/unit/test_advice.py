@@ -185,7 +185,7 @@ def test_a_suggestion_holds_while_the_wait_stays_within_its_noise():
     from dltop.diagnose.window import ShownAdvice
 
     def input_bound(shown=None):
-        found = diagnose(bound_window(62.0, workers=2, cpu=20.0, ticks=10, samples=400), shown_advice=shown)
+        found = diagnose(bound_window(60.0, workers=2, cpu=20.0, ticks=10, samples=400), shown_advice=shown)
         (finding,) = [f for f in found if f.id == "input-bound"]
         return finding.evidence, finding.detail
 
@@ -198,7 +198,7 @@ def test_a_suggestion_holds_while_the_wait_stays_within_its_noise():
     assert moved["suggested_workers"] == 5 and moved["change_reason"].startswith("16 fell outside 5-6")
     assert "It said 16 until now: 16 fell outside 5-6" in now  # the tick it changes says so too
     _, said = input_bound({(1, "Images"): ShownAdvice(5, "2026-01-01T00:00:05+00:00", 16, moved["change_reason"])})
-    assert "It said 16 until" in said and "16 fell outside 5-6 when the data wait read 62%" in said
+    assert "It said 16 until" in said and "16 fell outside 5-6 when the data wait read 60%" in said
 
 
 def test_a_count_that_asks_for_more_never_rounds_down_to_what_runs_now():
