@@ -13,22 +13,24 @@ Per cell: the job starts in its own session, warms up, and ``dltop snapshot --du
 runs twice, back to back (the same answer twice?). The first report's input-bound finding gives
 the suggested count and the predicted speed-up (evidence ``predicted_speedup`` with its
 ``_low``/``_high``, else min(speedup_by_pace, speedup_by_cpus): the table says which). Then fresh
-runs of the job with nothing attached, at the current count, the suggested one and one fewer, in
+runs of the job with nothing attached, at the current count, the suggested one, one fewer and
+plenty (half as many again as the suggested, at least 2 more: where the best is measured), in
 alternating order (``--runs`` rounds, ~16 s a run with its start), each the job's own batches/s
 over RATE_S (timing-<pid>.json); and ``dltop bench <bench_args>``, what the TUI's ``b`` key runs:
 the finding's twin, its ratio of suggested to current. A cell holds /tmp/dltop-cpu.lock (the
 harness's CpuLock) throughout.
 
 Goals the summary checks: the prediction's median error within 10% of the measured ratio and
-none over 25%; the suggested count within the measured best's noise (one fewer not as good: below
-the suggested count's median by more than the runs' spread, at least the 5% dltop bench's own
-"fewest within 5% of the best" allows); the twin's median error within 10%. Where dltop asks for no
-other count (the CPUs are full, no input-bound finding), one worker more is timed beside the
-current count: the advice holds where it is no faster beyond the runs' noise.
+none over 25%; the suggested count the fewest within the measured best's noise (the best of the
+counts run, plenty's as a rule: the suggested count within the runs' spread of it, at least the 5%
+dltop bench's "fewest within 5% of the best" allows, one fewer not); the twin's median error
+within 10%. Where dltop asks for no other count (the CPUs are full, no input-bound finding), one
+worker more is timed beside the current count: the advice holds where it is no faster beyond the
+runs' noise.
 
-Duration: a cell takes ~70 s (start, warm-up, two snapshots, the twin) and ~16 s a fresh run, 3
-runs a round (2 where one fewer is the current count): ~2.7 min at 2 runs, ~3.5 min at 3; the quick
-set (7 cells) ~20 minutes; the full matrix (34 cells) 76 minutes at 2 runs, about 2 hours at 3.
+Duration: a cell takes ~70 s (start, warm-up, two snapshots, the twin) and ~16 s a fresh run, 4
+runs a round (3 where one fewer is the current count): ~3.3 min at 2 runs, ~4.3 min at 3; the quick
+set (7 cells) ~25 minutes; the full matrix (34 cells) about 95 minutes at 2 runs.
 The configurations are sized for a machine of 2-4 CPUs: on more, the cpu cells' suggestions stop at
 the trainer's pace instead. The imagenet cells need Pillow where the jobs run (``pip install --target DIR pillow`` and
 DIR on PYTHONPATH will do).
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -200,22 +203,31 @@ def _spread(rates: list) -> float:
     return (max(known) - min(known)) / statistics.median(known) if len(known) > 1 else 0.0
 
 
+def plenty(target: int) -> int:
+    """More workers than the suggestion, where the measured best lies: a pace that still creeps up
+    past the knee (each worker's wait for a CPU grows with the others) would make one fewer look as
+    good as the suggestion and not as good as the best."""
+    return target + max(2, math.ceil(target / 2))
+
+
 def verdict(rates: dict, more: bool) -> dict:
-    """Ratios to the current count, and whether the suggested count is the measured best within
-    noise with one fewer not as good (one fewer is the current count where no "fewer" was run;
-    not judged where the suggestion is no more workers than now)."""
+    """Ratios to the current count, and whether the suggested count is the fewest within the noise
+    of the best measured (plenty's, where it was run): it within it, one fewer not (one fewer is
+    the current count where no "fewer" was run; not judged where the suggestion is no more workers
+    than now)."""
     medians = {label: _median(r) for label, r in rates.items()}
     below = "fewer" if "fewer" in rates else "old"
     old, new, fewer = medians["old"], medians["new"], medians[below]
-    noise = max(NOISE_FLOOR, _spread(rates["new"]), _spread(rates[below]))
+    noise = max(NOISE_FLOOR, *(_spread(rates[label]) for label in ("new", below, "plenty") if label in rates))
     found = {"medians": medians, "noise": noise, "measured": new / old if old and new else None,
              "fewer": fewer / old if old and fewer else None, "within_noise": None, "why": ""}  # fmt: skip
     if not old or not new or not fewer or not more:
         return found
     best = max(m for m in medians.values() if m)
-    at_best, fewer_worse = new >= best * (1 - noise), fewer < new * (1 - noise)
+    at_best, fewer_worse = new >= best * (1 - noise), fewer < best * (1 - noise)
     why = "" if at_best and fewer_worse else "one fewer as good" if at_best else "below the best measured"
-    return {**found, "within_noise": at_best and fewer_worse, "why": why}
+    return {**found, "within_noise": at_best and fewer_worse, "why": why,
+            "best": best / old, "plenty": medians["plenty"] / old if medians.get("plenty") else None}  # fmt: skip
 
 
 def twin(args: Optional[list], run, scratch: Path) -> Optional[dict]:
@@ -277,6 +289,8 @@ def run_advice_cell(cell: AdviceCell, run, scratch: Path, outcome) -> None:
     settings = {"old": (cell.workers, None), "new": (target, env)}
     if target - 1 not in (cell.workers, -1) and target > cell.workers:
         settings["fewer"] = (target - 1, env)
+    if target > cell.workers:
+        settings["plenty"] = (plenty(target), env)
     rates = measure(cell, run, scratch, settings)
     row["rates"] = {k: [round(r, 2) if r else None for r in v] for k, v in rates.items()}
     row.update(verdict(rates, target > cell.workers))
@@ -307,12 +321,19 @@ def _checks(row: dict) -> list:
     return [
         Check("prediction", f"{_predicted(first)} ({_pct(error)})", measured,
               abs(error) <= PREDICTION_MAX if error is not None else None),
-        Check("fewest within noise", f"{first['suggested']} workers", f"{fewer} (noise {row['noise'] * 100:.0f}%)",
-              row["within_noise"]),
+        Check("fewest within noise", f"{first['suggested']} workers", f"{fewer}, {_plenty(row, first)} (noise"
+              f" {row['noise'] * 100:.0f}%)", row["within_noise"]),
         Check("twin", f"{row['twin']['ratio']:.2f}x ({_pct(twin_error)})" if twin_error is not None else "—",
               measured, abs(twin_error) <= PREDICTION_MAX if twin_error is not None else None),
         Check("same answer twice", f"{first['suggested']} / {again['suggested']}", "equal", _agree(row)),
     ]  # fmt: skip
+
+
+def _plenty(row: dict, advice: dict) -> str:
+    """Where the best was measured: the plenty count's ratio."""
+    if row.get("plenty") is None:
+        return "plenty not run"
+    return f"{plenty(advice['suggested'])} workers {row['plenty']:.2f}x"
 
 
 def _predicted(advice: dict) -> str:
@@ -336,7 +357,7 @@ def _ratio(value: Optional[float]) -> str:
 def table(outcomes: list) -> str:
     """Per cell: the advice and its prediction beside the measured ratio, one fewer, the twin, two reports."""
     lines = ["| cell | config | wait % dltop / clock | advice | predicted (source) | measured (b/s old → new) "
-             "| error | one fewer | within noise | twin | twin error | two reports |",
+             "| error | one fewer; plenty | within noise | twin | twin error | two reports |",
              "|---" * 12 + "|"]  # fmt: skip
     for outcome in outcomes:
         row = outcome.truth or {}
@@ -357,6 +378,7 @@ def table(outcomes: list) -> str:
         medians = row["medians"]
         measured = f"{_ratio(row['measured'])} ({_num(medians['old'], 1)} → {_num(medians['new'], 1)})"
         fewer = _ratio(row["fewer"]) if "fewer" in row["rates"] else "= current"
+        fewer += f"; {_plenty(row, first)}" if row.get("plenty") is not None else ""
         noise = {True: "✓", False: f"✗ {row.get('why', '')}", None: "—"}[row["within_noise"]]
         twin_ratio = _ratio((row["twin"] or {}).get("ratio")) if row["twin"] else "no bench_args"
         cells = [outcome.name, row["config"], wait, advice, f"{_predicted(first)} ({source})", measured,
@@ -396,7 +418,7 @@ def summary(outcomes: list) -> str:
     if intervals:
         text.append(f"- measured inside the predicted interval: {len(inside)}/{len(intervals)}")
     misses = ", ".join(f"{n} ({r['why']})" for n, r in judged if not r["within_noise"])
-    text.append(f"- suggested count within the measured best's noise, one fewer not as good: {len(fits)}/{len(judged)}"
+    text.append(f"- suggested count the fewest within the measured best's noise: {len(fits)}/{len(judged)}"
                 f" {mark(len(fits) == len(judged))}" + (f"; not: {misses}" if misses else ""))  # fmt: skip
     if twins:
         median, (worst, at) = statistics.median(e for e, _ in twins), twins[-1]
