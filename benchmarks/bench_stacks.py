@@ -6,7 +6,8 @@
 * the data-wait share dltop measures vs the job's own timing of its next() calls (target <= 5 pp);
 * with --snapshot-runs N: a 15 s ``dltop snapshot``'s CPU (start-up included), its trainer samples
   and the data wait's error, beside ``py-spy record`` at its default 100 Hz over the same job and
-  seconds, alternating, medians (target: no more CPU than py-spy's);
+  seconds, alternating, medians (py-spy is the anchor: dltop's figure includes its discovery and
+  /proc readings at every tick);
 * with --soak-s 300: fault findings on a healthy job (persistent workers idle through a 24 s
   validation pass, slow samples, epoch boundaries) watched with the default 20 s threshold
   (target: none).
