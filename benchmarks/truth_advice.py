@@ -226,8 +226,9 @@ def verdict(rates: dict, more: bool) -> dict:
     best = max(m for m in medians.values() if m)
     at_best, fewer_worse = new >= best * (1 - noise), fewer < best * (1 - noise)
     why = "" if at_best and fewer_worse else "one fewer as good" if at_best else "below the best measured"
-    return {**found, "within_noise": at_best and fewer_worse, "why": why,
-            "best": best / old, "plenty": medians["plenty"] / old if medians.get("plenty") else None}  # fmt: skip
+    plentiful = medians.get("plenty")
+    ratio = plentiful / old if plentiful else None
+    return {**found, "within_noise": at_best and fewer_worse, "why": why, "plenty": ratio}
 
 
 def twin(args: Optional[list], run, scratch: Path) -> Optional[dict]:

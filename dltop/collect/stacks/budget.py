@@ -14,6 +14,7 @@ and sweeps thin out as trainers multiply.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 DUMPS_PER_S = 0.3  # routine worker dumps per second on average, all workers together
@@ -135,10 +136,8 @@ LIVE_VIEW = Watcher(MIN_RECORD_RATE, LIVE_TRAINERS_IN_FULL, record_window_max_s=
 # trainer's workers are swept less often as trainers multiply
 NODE = Watcher(NODE_FLOOR_HZ, trainers_in_full=1, record_window_max_s=30)
 # a snapshot: a live view's floors, and for its few seconds the samples of py-spy's default rate
-SNAPSHOT = Watcher(
-    MIN_RECORD_RATE, LIVE_TRAINERS_IN_FULL, record_window_max_s=RECORD_WINDOW_MAX_S,
-    stream_cpu_share=SNAPSHOT_CPU_SHARE, stream_max_rate=SNAPSHOT_MAX_RATE, stream_first_rate=SNAPSHOT_FIRST_RATE,
-)  # fmt: skip
+SNAPSHOT = dataclasses.replace(LIVE_VIEW, stream_cpu_share=SNAPSHOT_CPU_SHARE, stream_max_rate=SNAPSHOT_MAX_RATE,
+                               stream_first_rate=SNAPSHOT_FIRST_RATE)  # fmt: skip
 
 
 def trainers_sharing(share: float, trainers: int) -> float:
