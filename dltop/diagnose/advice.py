@@ -13,7 +13,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Optional
 
-from dltop.diagnose.capacity import Capacity, capacities
+from dltop.diagnose.capacity import Capacity, capacities, starved_wait
 from dltop.diagnose.figures import input_bound_wait, loader_change, wait_error
 from dltop.diagnose.knobs import count_keyword, is_dataloader, on_threads, thread_unit
 from dltop.diagnose.threads import hot_thread_frame
@@ -121,12 +121,12 @@ def _pin_finding(loader: LoaderSample, severity: Severity, title: str, detail: s
 
 
 def input_bound(window: Window, settings: Settings) -> list[Finding]:
-    """The trainer waits for data: how many workers would keep up (capacity.py's model), or, when
-    the CPUs bind, what frees them."""
+    """The trainer waits for data (``starved_wait``): how many workers would keep up (capacity.py's
+    model), or, when the CPUs bind, what frees them."""
     return [
         _input_bound_finding(window, cap, wait, settings)
         for cap in capacities(window, settings)
-        if (wait := input_bound_wait(cap.loader, settings)) is not None
+        if (wait := starved_wait(cap)) is not None
     ]
 
 
@@ -150,6 +150,7 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
             "data_wait_percent": round(wait * 100, 1),
             "receiving_percent": round(cap.receiving * 100, 1),
             "data_wait_error_percent": round((wait_error(loader) or 0.0) * 100, 1),
+            "above_line": input_bound_wait(loader, settings) is not None,
             "samples": loader.trainer_time.samples if loader.trainer_time else None,
             "starting_workers_percent": loader.trainer_time.starting_workers_percent if loader.trainer_time else None,
             "num_workers": workers,

@@ -58,6 +58,7 @@ from dltop.diagnose.figures import (
     cpu_figures,
     cpu_means,
     cpus_free,
+    input_bound_wait,
     saturated_disks,
     source_parts,
     tick_error,
@@ -418,6 +419,15 @@ class Capacity:
         down, up = math.hypot(speedup - low, model), math.hypot(high - speedup, model)
         return Prediction(speedup, speedup - down, speedup + up)
 
+    @property
+    def surely_helps(self) -> bool:
+        """The suggestion adds workers and even its prediction's low end is a pace ``dltop bench``
+        tells from now's (more than ``same_pace_share`` faster): worth saying below input-bound's
+        line too, where a 25% wait that one more worker removes is 1.33x."""
+        prediction, count = self.prediction, self.suggested
+        return (prediction is not None and count is not None and count > self.workers
+                and prediction.low > 1 + self.settings.same_pace_share)  # fmt: skip
+
     @functools.cached_property
     def queueing_loss(self) -> Optional[float]:
         """The share of the predicted pace the wait for a CPU takes (``queueing.py``): 1 less the
@@ -473,6 +483,15 @@ def capacities(window: Window, settings: Settings) -> list[Capacity]:
     """The capacity of every loader of the window's newest tick, worked out once per window:
     several rules read it."""
     return window.once(_every_capacity, settings)
+
+
+def starved_wait(cap: Capacity) -> Optional[float]:
+    """The trainer's data-wait share (0..1) where it waits for data as input-bound judges it, else
+    None: surely above input-bound's line (``input_bound_wait``), or below it where more workers
+    surely make it faster (``surely_helps``). The one test input-bound, gpu-underutilized and
+    pending share."""
+    wait = input_bound_wait(cap.loader, cap.settings)
+    return cap.wait if wait is None and cap.wait is not None and cap.surely_helps else wait
 
 
 def _every_capacity(window: Window, settings: Settings) -> list[Capacity]:

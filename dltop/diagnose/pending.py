@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional, Union
 
+from dltop.diagnose.capacity import capacities, starved_wait
 from dltop.diagnose.figures import wait_error
 from dltop.diagnose.knobs import is_dataloader
 from dltop.diagnose.memory import Points, memory_points
@@ -39,12 +40,13 @@ def pending(ticks: Sequence[Snapshot], settings: Settings, memory: Optional[Memo
     latest = window.latest
     if latest.job.state == "exited":
         return []
-    found = _data_wait(latest, settings) + _hangs(latest, settings)
+    found = _data_wait(window, settings) + _hangs(latest, settings)
     found += _memory(window, settings) + _gpu(window, settings) + _respawns(latest)
     return found
 
 
-def _data_wait(latest: Snapshot, settings: Settings) -> list[Pending]:
+def _data_wait(window: Window, settings: Settings) -> list[Pending]:
+    latest = window.latest
     if not sampling_works(latest.stacks_status):
         return []  # stacks-unavailable says why and how to fix it
     found = []
@@ -52,7 +54,7 @@ def _data_wait(latest: Snapshot, settings: Settings) -> list[Pending]:
         spent = loader.trainer_time
         have = spent.samples if spent else 0
         if have >= settings.min_stack_samples:
-            found += _uncertain_wait(loader, settings)
+            found += [p for p in _uncertain_wait(loader, settings) if not _starved(window, loader, settings)]
             continue
         rate = spent.samples / spent.window_s if spent and spent.window_s else None
         ready = (settings.min_stack_samples - have) / rate if rate else FIRST_WINDOW_S
@@ -64,6 +66,12 @@ def _data_wait(latest: Snapshot, settings: Settings) -> list[Pending]:
             )  # fmt: skip
         )
     return found
+
+
+def _starved(window: Window, loader: LoaderSample, settings: Settings) -> bool:
+    """input-bound already holds for this loader (``starved_wait``: more workers surely help, near
+    its line too): nothing about it is pending."""
+    return any(starved_wait(cap) is not None for cap in capacities(window, settings) if cap.loader is loader)
 
 
 def _uncertain_wait(loader: LoaderSample, settings: Settings) -> list[Pending]:

@@ -49,6 +49,13 @@ def _on_gpu(cause: Finding, symptom: Finding) -> bool:
     return _trainer_of(cause) in trainers or bool(set(cause.pids) & trainers)
 
 
+def _starving(cause: Finding, symptom: Finding) -> bool:
+    """A trainer on the GPU whose wait clears input-bound's line: the GPU's idle time is its wait.
+    Below the line input-bound still holds where more workers surely help, but the step idles the
+    GPU more than the wait does (gpu-underutilized names the step)."""
+    return _on_gpu(cause, symptom) and bool(symptom.evidence.get("input_bound"))
+
+
 def _binds(cap: str) -> Explains:
     """The symptom's model found no room for more workers, and ``cap`` is why."""
 
@@ -115,7 +122,7 @@ EXPLAINS: dict[str, list[tuple[str, Explains]]] = {
         (WORKER_HUNG, _on_gpu),
         (TRAINER_STALLED, _on_gpu),
         (WORKER_DIED, _on_gpu),
-        (INPUT_BOUND, _on_gpu),
+        (INPUT_BOUND, _starving),
         (WORKERS_RESPAWNING, _on_gpu),
     ],
     TOO_MANY_WORKERS: [(RUN_STOPPED, _in_stopped_run), (RANK_STRAGGLER, _waiting_rank)],

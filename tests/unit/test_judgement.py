@@ -190,13 +190,18 @@ def test_a_finding_relation_is_carried_in_json():
 
 
 def test_a_wait_near_the_threshold_waits_for_more_samples():
-    """33% of 40 samples is 33 ± 7: not yet evidence of 30%; with 2000 samples it is."""
-    few = bound_window(33.0, samples=40)
+    """33% of 40 samples is 33 ± 7: not yet evidence of 30%; with 2000 samples it is. On 2 CPUs the
+    job fills, no count helps either; on 8, a third worker surely does, and input-bound says so."""
+    few = bound_window(33.0, samples=40, cpus_allowed=2.0)
     assert "input-bound" not in ids(diagnose(few))
     (waiting,) = [p for p in pending(few, Settings()) if p.id == "input-bound"]
     assert "33 ± 7% is not yet clear of 30%" in waiting.needs and waiting.ready_in_s > 0
-    (sure,) = [f for f in diagnose(bound_window(33.0, samples=2000)) if f.id == "input-bound"]
+    (sure,) = [f for f in diagnose(bound_window(33.0, samples=2000, cpus_allowed=2.0)) if f.id == "input-bound"]
     assert sure.evidence["data_wait_error_percent"] == 1.1 and "(±1)" in sure.title
+    roomy = bound_window(33.0, samples=40)
+    (helped,) = [f for f in diagnose(roomy) if f.id == "input-bound"]
+    assert helped.evidence["suggested_workers"] == 3 and helped.evidence["predicted_speedup_low"] > 1.05
+    assert not [p for p in pending(roomy, Settings()) if p.id == "input-bound"]
 
 
 def test_workers_starting_every_epoch_explain_the_cpus_they_take():
