@@ -141,7 +141,9 @@ class Capacity:
         handshake is answered by a thread of the worker, which waits for the GIL while the worker's
         own Python holds it; more workers give each slack, and that wait goes. The worker holds the
         GIL at most the share of its busy time it is on a CPU or waiting for one (a thread the
-        kernel preempts keeps the GIL), so that share of the receiving goes."""
+        kernel preempts keeps the GIL), so that share of the receiving goes. (Workers that read,
+        then compute in Python, show the other side, unseen here: now the handshake comes as a
+        worker starts its read; with workers to spare, anywhere in its cycle: docs/findings.md.)"""
         spent = self.loader.trainer_time
         if spent is None or not spent.receiving_percent:
             return 0.0
