@@ -155,6 +155,7 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
             "starting_workers_percent": loader.trainer_time.starting_workers_percent if loader.trainer_time else None,
             "num_workers": workers,
             "worker_busy_percent": round(cap.figures.busy * 100, 1),
+            "worker_busy_error_percent": round(cap.figures.busy_error * 100, 1),
             "worker_cpu_percent": round(cap.figures.cpu * 100, 1),
             "workers_needed": cap.needed,
             "suggested_workers": suggested,

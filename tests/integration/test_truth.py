@@ -157,3 +157,16 @@ def _zombie_child(pid: int):
         return None
     return next((int(c) for c in children if open(f"/proc/{c}/stat").read().rpartition(")")[2].split()[0] == "Z"),
                 None)  # fmt: skip
+
+
+def test_a_snapshot_reads_its_workers_busy_share_from_its_own_seconds(start_job):
+    """A snapshot sweeps the workers every second (a live view every 10 s, between dumps): 4 workers
+    busy all through a 6 s snapshot are read from ~20 stacks, not the ~6 the dumps reach, their
+    busy share to within 10 points (all busy in n stacks reads +-100/n)."""
+    job = start_job("--workers", "4", "--persistent", "--sample-ms", "0", "--slow-every", "1", "--slow-ms", "20",
+                    "--step-ms", "5", "--batch-size", "4")  # fmt: skip
+    job.wait_workers(4)
+    result = run_dltop("snapshot", "--pid", str(job.pid), "--duration", "6", "--json", timeout=60)
+    assert result.returncode == 0, result.stderr
+    (bound,) = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "input-bound"]
+    assert bound["evidence"]["worker_busy_error_percent"] < 10, bound["evidence"]

@@ -516,13 +516,17 @@ def test_a_live_view_keeps_3_hz_for_three_trainers_then_shares_9(trainers, floor
     assert node.rate == pytest.approx(max(1.0, 3.67 / trainers), abs=0.01)
 
 
-@pytest.mark.parametrize(("trainers", "live", "node"), [(1, (10, 300), (10, 300)), (3, (10, 300), (30, 900)),
-                                                     (8, (26.7, 800), (80, 1800))])  # fmt: skip
-def test_sweeps_thin_out_past_the_trainers_a_watcher_sweeps_in_full(trainers, live, node):
+@pytest.mark.parametrize(("trainers", "live", "node", "snapshot"), [
+    (1, (10, 300), (10, 300), (1, 300)),
+    (3, (10, 300), (30, 900), (1, 300)),
+    (8, (26.7, 800), (80, 1800), (2.67, 800)),
+])  # fmt: skip
+def test_sweeps_thin_out_past_the_trainers_a_watcher_sweeps_in_full(trainers, live, node, snapshot):
     """(interval s, window s) of each trainer's sweeps: a live view sweeps 3 trainers' workers
     every 10 s, 8 trainers share that (every ~27 s, attached ~13 min); the exporter sweeps one
-    trainer's in full (8: every 80 s, attached for the 30 min cap)."""
-    for watcher, expected in ((LIVE_VIEW, live), (NODE, node)):
+    trainer's in full (8: every 80 s, attached for the 30 min cap). A snapshot reads its workers'
+    busy share from its few seconds alone: every second (8 trainers: every ~2.7 s)."""
+    for watcher, expected in ((LIVE_VIEW, live), (NODE, node), (SNAPSHOT, snapshot)):
         got = sweep_interval_s(1.0, trainers, watcher), sweep_window_s(1.0, trainers, watcher)
         assert got == (pytest.approx(expected[0], abs=0.05), expected[1])
 

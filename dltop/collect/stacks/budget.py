@@ -61,6 +61,9 @@ STREAM_RATE_STEPS = (1.0, 0.89, 1.13)
 # Workers' routine stacks: each worker every 10 s, where one dump at 0.3 a second reached each of
 # 16 workers every ~53 s
 SWEEP_INTERVAL_S = 10.0
+# ... and a snapshot's every second: their busy share is read from its few seconds alone (15 s at
+# every 10 s is two stacks a worker, the share of 3 workers to +-20 points), at ~0.2 ms a worker a sweep
+SNAPSHOT_SWEEP_INTERVAL_S = 1.0
 # re-attaching (found children included) costs ~70 ms: paid once a window; an Austin orphaned by
 # a killed dltop still ends by itself
 SWEEP_WINDOW_S = 300
@@ -118,6 +121,7 @@ class Watcher:
     stream_cpu_share: float = STREAM_CPU_SHARE
     stream_max_rate: float = STREAM_MAX_RATE
     stream_first_rate: float = STREAM_FIRST_RATE
+    sweep_every_s: float = SWEEP_INTERVAL_S  # each trainer's workers swept this often, in full
 
     def thinning(self, share: float, trainers: int) -> float:
         """How many times sparser a trainer's floor and sweeps are than in full: 1 up to
@@ -136,8 +140,10 @@ LIVE_VIEW = Watcher(MIN_RECORD_RATE, LIVE_TRAINERS_IN_FULL, record_window_max_s=
 # trainer's workers are swept less often as trainers multiply
 NODE = Watcher(NODE_FLOOR_HZ, trainers_in_full=1, record_window_max_s=30)
 # a snapshot: a live view's floors, and for its few seconds the samples of py-spy's default rate
+# and its workers swept every second
 SNAPSHOT = dataclasses.replace(LIVE_VIEW, stream_cpu_share=SNAPSHOT_CPU_SHARE, stream_max_rate=SNAPSHOT_MAX_RATE,
-                               stream_first_rate=SNAPSHOT_FIRST_RATE)  # fmt: skip
+                               stream_first_rate=SNAPSHOT_FIRST_RATE,
+                               sweep_every_s=SNAPSHOT_SWEEP_INTERVAL_S)  # fmt: skip
 
 
 def trainers_sharing(share: float, trainers: int) -> float:
@@ -147,8 +153,9 @@ def trainers_sharing(share: float, trainers: int) -> float:
 
 def sweep_interval_s(share: float, trainers: int = 1, watcher: Watcher = LIVE_VIEW) -> float:
     """Each trainer's workers are swept less often past the trainers the watcher sweeps in full,
-    so its sweeps cost what theirs did (the exporter's 8 trainers: every 80 s; a live view's: ~27 s)."""
-    return SWEEP_INTERVAL_S * watcher.thinning(share, trainers)
+    so its sweeps cost what theirs did (the exporter's 8 trainers: every 80 s; a live view's: ~27 s;
+    a snapshot's: ~2.7 s)."""
+    return watcher.sweep_every_s * watcher.thinning(share, trainers)
 
 
 def sweep_window_s(share: float, trainers: int = 1, watcher: Watcher = LIVE_VIEW) -> int:
