@@ -157,7 +157,8 @@ class DltopApp(App):
         self.exit(return_code=2, message=message)
 
     def on_collected(self, message: Collected) -> None:
-        self.show(message.snap)
+        if self.query(JobHeader):  # a tick posted as the app closed finds its widgets gone: nothing to draw
+            self.show(message.snap)
 
     def show(self, snap: Snapshot) -> None:
         before = self.snapshot

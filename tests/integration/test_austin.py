@@ -3,6 +3,7 @@ where Austin cannot attach. Real jobs, real Austin and py-spy."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -17,11 +18,11 @@ def _trainer(collector, pid: int) -> ProcessStacks:
     return collector.stacks.procs[pid]
 
 
-def test_trainer_streamed_and_workers_swept_by_austin(start_job, attach, monkeypatch):
-    monkeypatch.setattr(budget, "SWEEP_INTERVAL_S", 1.0)
+def test_trainer_streamed_and_workers_swept_by_austin(start_job, attach):
     job = start_job("--workers", "2", "--persistent", "--sample-ms", "15", "--batch-size", "4", "--step-ms", "2")
     job.wait_workers(2)
     collector = attach(job.pid)
+    collector.stacks.watcher = dataclasses.replace(budget.LIVE_VIEW, sweep_every_s=1.0)  # three sweeps in 12 s
     assert collector.stacks.austin, "austin-dist is a dependency: it must be found"
     streamed, swept, ticks = False, {}, []
 

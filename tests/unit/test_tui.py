@@ -46,6 +46,22 @@ def explained(snap):
     return dataclasses.replace(snap, findings=findings)
 
 
+def test_a_tick_that_arrives_as_the_app_closes_draws_nothing():
+    """The collecting thread may post a tick just before the app closes: handled after its
+    widgets are gone, it draws nothing (it raised NoMatches on the way out)."""
+    from dltop.tui.app import Collected
+    from dltop.tui.widgets import JobHeader
+
+    async def run():
+        app = recorded_app("healthy")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await _shown(pilot)
+            await app.query_one(JobHeader).remove()
+            app.on_collected(Collected(recorded("healthy")))
+
+    asyncio.run(run())
+
+
 def test_a_bad_pid_is_one_line():
     assert_one_line_error(run_dltop("--pid", str(PID_MAX + 1)), "no process with pid")
 
