@@ -490,8 +490,8 @@ def capacities(window: Window, settings: Settings) -> list[Capacity]:
 def starved_wait(cap: Capacity) -> Optional[float]:
     """The trainer's data-wait share (0..1) where it waits for data as input-bound judges it, else
     None: surely above input-bound's line (``input_bound_wait``), or below it where more workers
-    surely make it faster (``surely_helps``). The one test input-bound, gpu-underutilized and
-    pending share."""
+    surely make it faster (``surely_helps``). The one test input-bound and pending share (an idle
+    GPU is blamed on the input only above the line: gpu.py)."""
     wait = input_bound_wait(cap.loader, cap.settings)
     return cap.wait if wait is None and cap.wait is not None and cap.surely_helps else wait
 

@@ -61,8 +61,8 @@ STREAM_RATE_STEPS = (1.0, 0.89, 1.13)
 # Workers' routine stacks: each worker every 10 s, where one dump at 0.3 a second reached each of
 # 16 workers every ~53 s
 SWEEP_INTERVAL_S = 10.0
-# ... and a snapshot's every second: their busy share is read from its few seconds alone (15 s at
-# every 10 s is two stacks a worker, the share of 3 workers to +-20 points), at ~0.2 ms a worker a sweep
+# ... and a snapshot's every second: their busy share is read from its few seconds alone (15 s of 3
+# workers: ~45 stacks, the share to +-5 points, where the dumps alone read ~12, +-13), its CPU unchanged
 SNAPSHOT_SWEEP_INTERVAL_S = 1.0
 # re-attaching (found children included) costs ~70 ms: paid once a window; an Austin orphaned by
 # a killed dltop still ends by itself
