@@ -409,7 +409,7 @@ class Capacity:
             return self.shown.workers
         return self.chosen
 
-    @property
+    @functools.cached_property
     def prediction(self) -> Optional[Prediction]:
         """S at the suggested count, its interval the inputs' errors and the model's own
         (``model_error_share``) added in quadrature."""
