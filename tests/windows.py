@@ -32,15 +32,16 @@ STACK = [
 
 def bound_window(wait, workers=2, cpu=90.0, activity="fetching", cpus_allowed=8.0, util=10.0, samples=100,
                  r_await=20.0, ticks=2, cpu_wait=None, trainer_cpu=100.0, gpu_util=None, shm=None,
-                 trainer_main_cpu=None, startup=0.0, built_at=None):  # fmt: skip
+                 trainer_main_cpu=None, startup=0.0, built_at=None, trainer_cpu_wait=None):  # fmt: skip
     """``ticks`` snapshots 1 s apart. ``gpu_util``: a GPU held by the trainer; ``shm``: (used, total) bytes;
-    ``trainer_main_cpu``: the trainer's main thread alone (the rest of ``trainer_cpu`` is intra-op threads)."""
+    ``trainer_main_cpu``: the trainer's main thread alone (the rest of ``trainer_cpu`` is intra-op threads);
+    ``trainer_cpu_wait``: the share of the time that main thread waits runnable for a CPU."""
     shm_used, shm_total = shm or (None, None)
     system = SystemSample(8, 4, cpus_allowed, list(range(8)), None, 1.0, 32 * GiB, 16 * GiB, None, 0, shm_total,
                           shm_used)  # fmt: skip
     pids = list(range(10, 10 + workers))
     procs = [ProcessSample(1, 0, "trainer", 1, "python", "", "running", cpu_percent=trainer_cpu,
-                           main_thread_cpu_percent=trainer_main_cpu)] + [
+                           main_thread_cpu_percent=trainer_main_cpu, cpu_wait_percent=trainer_cpu_wait)] + [
         ProcessSample(p, 1, "worker", 1, "pt_data_worker", "", "running", cpu_percent=cpu, cpu_wait_percent=cpu_wait,
                       uss_bytes=200 << 20, activity=activity, stack=STACK)
         for p in pids

@@ -126,12 +126,13 @@ class Capacity:
     cpus_free: Optional[float] = None
     error_scale: float = 1.0  # the inputs' errors times this (a longer window's: settled_in_s's estimate)
     trainer_main_cpu: float = 0.0  # the trainer's main thread, window mean: the CPU on its own path
+    trainer_main_wait: float = 0.0  # the share of the time its main thread waits runnable for a CPU, window mean
     queueing: bool = True  # count the wait for a CPU a faster job brings (False: the CPUs' share alone)
 
     @property
     def speedup_pace(self) -> Optional[float]:
         """1 / (1 - W + R): the trainer's own pace (R: ``receiving``)."""
-        return _pace(_own_time(self.wait, self.receiving)) if self.wait is not None else None
+        return _pace(self._own(self.wait)) if self.wait is not None else None
 
     @property
     def receiving(self) -> float:
@@ -174,10 +175,20 @@ class Capacity:
 
     @property
     def cpu_bound(self) -> bool:
-        """The CPUs bind as the job runs now and leave little room to go faster (what asks for
-        fewer trainer threads: ``trainer_threads``)."""
-        by_cpus, pace = _cpus_allow(self.cpus_free, self.job_cpu), self.speedup_pace
-        return by_cpus is not None and (pace is None or by_cpus < pace) and by_cpus < self.settings.cpu_bound_speedup
+        """The CPUs bind, the trainer's intra-op threads kept as they are (what asks for fewer of
+        them: ``trainer_threads``): they leave little room to go faster as the job runs now, or they
+        set the best the workers can reach (the count asked for fills them, and the threads then
+        take CPUs those workers need)."""
+        kept = self._threads_kept
+        by_cpus, pace = _cpus_allow(kept.cpus_free, kept.job_cpu), kept.speedup_pace
+        if by_cpus is not None and (pace is None or by_cpus < pace) and by_cpus < self.settings.cpu_bound_speedup:
+            return True
+        return kept.binding == "cpus"
+
+    @functools.cached_property
+    def _threads_kept(self) -> Capacity:
+        """The model with the trainer's intra-op threads left as they are (nothing freed)."""
+        return dataclasses.replace(self, trainer_threads_cpu=0.0, shown=None)
 
     # -- the model ------------------------------------------------------------------------------
 
@@ -209,6 +220,19 @@ class Capacity:
         wait where the advice frees CPUs (``threads_freed``), none otherwise (more workers alone
         leave the CPUs as full as they are)."""
         return self.figures.cpu_wait if self.threads_freed else 0.0
+
+    def _own(self, wait: float) -> float:
+        """The trainer's own time per batch (in batches' times now) once the advice is applied: its
+        main thread then stops waiting for a CPU, as a worker does (``busy_freed``), where the
+        advice frees CPUs: its intra-op threads are what it waited behind (at each parallel
+        region's barrier a thread waits for the others to get a CPU)."""
+        own = _own_time(wait, self.receiving)
+        return own - self._main_waiting(own) if self.threads_freed else own
+
+    def _main_waiting(self, own: float) -> float:
+        """Of the trainer's own time ``own``, what its main thread waits runnable for a CPU (with
+        num_workers=0 its fetch, the rest of its time, waits alike)."""
+        return self.trainer_main_wait * (1.0 if self.workers else own)
 
     @functools.cached_property
     def moves(self) -> list[tuple[Inputs, Inputs]]:
@@ -277,7 +301,7 @@ class Capacity:
     def _reach_at(self, inputs: Inputs, speedup: float) -> float:
         """The trainer's own pace and the CPUs' where the job runs ``speedup`` times as fast as now."""
         queued = self._sleeping_cpu(inputs)[0] * self._more_wait(inputs, speedup)
-        pace = _pace(_own_time(inputs.wait, self.receiving) + queued)
+        pace = _pace(self._own(inputs.wait) + queued)
         by_cpus = _cpus_allow(self.cpus_free, inputs.job_cpu)
         return min(pace, by_cpus) if by_cpus is not None else pace
 
@@ -302,8 +326,9 @@ class Capacity:
         """(the trainer's, the workers') CPU per batch (in batches' times now) that waits for a CPU
         each time it wakes: each one's CPU times the share of its busy time it sleeps (neither on a
         CPU nor waiting for one). With num_workers=0 the fetch is the trainer's own."""
-        own = _own_time(inputs.wait, self.receiving)
-        trainer = self.trainer_main_cpu * sleeping_share(self.trainer_main_cpu, own)
+        own = self._own(inputs.wait)
+        waiting = 0.0 if self.threads_freed else self._main_waiting(own)
+        trainer = self.trainer_main_cpu * sleeping_share(self.trainer_main_cpu + waiting, own)
         if not self.workers:
             return trainer, 0.0
         f = self.figures
@@ -476,9 +501,21 @@ class Capacity:
 
     def trainer_threads(self) -> Optional[int]:
         """OMP_NUM_THREADS for the trainer when its intra-op threads take CPUs its workers need."""
-        if self.trainer_threads_cpu < self.settings.intra_op_cpu or self.cpus_per_rank is None or not self.cpu_bound:
+        if self.trainer_threads_cpu < self.settings.intra_op_cpu or not self.cpu_bound:
             return None
-        return max(1, math.floor(self.cpus_per_rank - self.workers * self.figures.cpu))
+        return self.threads_left
+
+    @property
+    def threads_left(self) -> Optional[int]:
+        """The intra-op threads a rank's CPUs leave its trainer (1 at least): those CPUs less what
+        its fetching uses at the best the model sees with the threads kept (the workers' CPU, or
+        with num_workers=0 the main thread's share fetching); None where the CPUs are unknown."""
+        if self.cpus_per_rank is None:
+            return None
+        kept = self._threads_kept
+        pace = kept.best(kept.central) if kept.central is not None else 1.0
+        fetching = self.workers * self.figures.cpu if self.workers else self.trainer_main_cpu * (self.wait or 0.0)
+        return max(1, math.floor(self.cpus_per_rank - fetching * max(1.0, pace)))
 
 
 def capacities(window: Window, settings: Settings) -> list[Capacity]:
@@ -511,7 +548,7 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     system = latest.system
     allowed = system.cpus_allowed if system is not None else None
     ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ENDED))
-    job_cores, trainer_cpu, main_cpu = cpu_means(window, loader.trainer_pid)
+    job_cores, trainer_cpu, main_cpu, main_wait = cpu_means(window, loader.trainer_pid)
     cpu_ticks = window.per_tick(cpu_figures, loader.trainer_pid)[1:]  # rates need a tick before them
     job_error = tick_error([t[0] for t in cpu_ticks if t[0] is not None], settings.max_autocorrelation)
     trainer_cpu = trainer_cpu or 0.0
@@ -523,7 +560,8 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     return Capacity(loader, wait, workers, figures, allowed, per_rank, job_cores, trainer_cpu, threads_cpu, caps,
                     missing, job_error, window.shown_advice.get(advice_key(loader)), ranks, parts_source,
                     settings, cpus_free(window, allowed, job_cores),
-                    trainer_main_cpu=main_cpu if main_cpu is not None else trainer_cpu - threads_cpu)  # fmt: skip
+                    trainer_main_cpu=main_cpu if main_cpu is not None else trainer_cpu - threads_cpu,
+                    trainer_main_wait=main_wait or 0.0)  # fmt: skip
 
 
 def _worker_figures(

@@ -85,7 +85,7 @@ def _advice(
     need); then never fewer workers for a trainer that waits for data; else the workers that fit."""
     advice: list[str] = []
     if threads is not None:
-        count = max(1, math.floor(per_rank - threads.workers * threads.figures.cpu))
+        count = threads.threads_left or 1
         advice.append(
             f"OMP_NUM_THREADS={count} for the trainer(s) (or torch.set_num_threads({count})): each runs intra-op"
             f" threads using {threads.trainer_threads_cpu:.1f} cores beside its main thread, on CPUs its workers need"

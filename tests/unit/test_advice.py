@@ -239,3 +239,34 @@ def test_fewer_intra_op_threads_predict_the_cpus_they_free_at_most():
     plain = bound_window(65.0, workers=1, cpu=60.0, cpu_wait=40.0, cpus_allowed=2.0, trainer_cpu=50.0)
     (same,) = [f for f in diagnose(plain) if f.id == "input-bound"]
     assert "OMP_NUM_THREADS" not in (same.evidence["change"] or {}) and "At most" not in same.detail
+
+
+def test_intra_op_threads_are_cut_with_the_workers_that_will_fill_the_cpus():
+    """pytorch/examples' imagenet at -j 1 on 2 CPUs: the trainer waits 32%, its intra-op threads use
+    0.37 cores beside its main thread's 0.36, which waits runnable for a CPU 34% of the time. Now
+    the CPUs leave room (2 / 1.68 = 1.19x), but the second worker the wait asks for fills them, and
+    the threads then take what it needs (measured: 2 workers 1.64x, with OMP_NUM_THREADS=1 1.78x).
+    Where the CPUs stay free, the threads stay."""
+
+    def input_bound(cpus, waiting=34.0):
+        window = bound_window(32.0, workers=1, cpu=95.0, cpus_allowed=cpus, trainer_cpu=73.0, trainer_main_cpu=36.0,
+                              trainer_cpu_wait=waiting, ticks=10, samples=400)  # fmt: skip
+        (finding,) = [f for f in diagnose(window) if f.id == "input-bound"]
+        return finding
+
+    full = input_bound(2.0)
+    assert full.evidence["speedup_by_cpus"] == pytest.approx(2 / 1.31, abs=0.01)  # the threads' 0.37 freed
+    assert full.evidence["change"] == {"OMP_NUM_THREADS": 1, "num_workers": 2}
+    assert full.suggestion.startswith("OMP_NUM_THREADS=1 for the trainer") and "num_workers=2" in full.suggestion
+    assert "At most: it counts all 0.4 cores the trainer's intra-op threads use" in full.detail
+    # its main thread's wait for a CPU goes with the threads, as a worker's does: the CPUs bind, not
+    # its pace; a main thread that was off a CPU (asleep) instead keeps that time, and waits longer
+    assert full.evidence["binding"] == "cpus" and full.evidence["predicted_speedup"] == pytest.approx(1.53, abs=0.01)
+    asleep = input_bound(2.0, waiting=0.0)
+    assert asleep.evidence["binding"] == "pace" and asleep.evidence["predicted_speedup"] < 1.4
+    roomy = input_bound(8.0)
+    assert roomy.evidence["binding"] == "pace" and "OMP_NUM_THREADS" not in (roomy.evidence["change"] or {})
+    assert (
+        roomy.evidence["speedup_by_cpus"] > 1.15
+        and full.evidence["speedup_by_pace"] > roomy.evidence["speedup_by_pace"]
+    )
