@@ -25,7 +25,8 @@ TWIN_TRUST = (
     f"How far to trust a twin: on dltop's test jobs (2 CPUs) its ratio was within {TWIN_WAITING_ERROR_PERCENT}% of"
     f" the real job's where samples wait on I/O, and up to {TWIN_CPU_ERROR_PERCENT}% off where they are CPU-bound."
     " It reproduces each sample's CPU and waiting, the step and the trainer's own CPU; not memory traffic, a job's"
-    " per-batch costs at its own pace (the twin runs a 20 ms step), nor what else uses the CPUs while it runs: for"
+    " per-batch costs at its own pace (the twin runs a 20 ms step), an OMP_NUM_THREADS change the advice pairs with"
+    " the workers (it benches the workers alone), nor what else uses the CPUs while it runs: for"
     " a CPU-bound loader take its ratio as a direction, not a number. It is built from the figures the window read:"
     " a wait misread by a short window misleads it as it does the prediction."
 )
