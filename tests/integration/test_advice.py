@@ -58,10 +58,15 @@ def test_input_bound_job_gets_a_worker_count_that_removes_the_wait(start_job, at
     job.wait_workers(1)
     ticks, findings = watch(attach(job.pid), lambda t, f: "input-bound" in ids(f), 60, "input-bound")
     (finding,) = [f for f in findings if f.id == "input-bound"]
-    assert finding.evidence["data_wait_percent"] > 60 and finding.evidence["worker_busy_percent"] >= 50
+    ev = finding.evidence
+    assert ev["data_wait_percent"] > 60 and ev["worker_busy_percent"] >= 50 and "num_workers=" in finding.suggestion
     # 80 ms of waiting per 4-sample batch against a 10 ms step: the model asks for ~10 workers (the
-    # 1 / (1 - wait) term is steep near 100%, so allow a wide range on a noisy machine).
-    assert 4 <= finding.evidence["workers_needed"] <= 40 and "num_workers=" in finding.suggestion
+    # 1 / (1 - wait) term is steep near 100%, so allow a wide range on a noisy machine). The first
+    # finding may come from 3 s of samples (the wait ±19 points): its count is then provisional, and
+    # the range it says fits must reach what the job needs.
+    low, high = ev["suggested_range"]
+    assert low <= 40 and high >= 4 and ev["workers_needed"] <= 40
+    assert ev["provisional"] or ev["workers_needed"] >= 4, (ev, finding.detail)
 
 
 def test_idle_workers_get_a_smaller_count(start_job, attach):
