@@ -501,18 +501,9 @@ class Capacity:
 
     def trainer_threads(self) -> Optional[int]:
         """OMP_NUM_THREADS for the trainer when its intra-op threads take CPUs its workers need."""
-        if not self.threads_worth_cutting or not self.cpu_bound:
+        if self.trainer_threads_cpu < self.settings.intra_op_cpu or not self.cpu_bound:
             return None
         return self.threads_left
-
-    @property
-    def threads_worth_cutting(self) -> bool:
-        """The trainer's threads beyond its main one use more than ``same_pace_share`` of the rest
-        of the job's CPU: where the CPUs bind, freeing theirs is then a pace ``dltop bench`` tells
-        from now's (less is within a measurement's noise, whatever the threads are)."""
-        if self.job_cpu is None or self.trainer_threads_cpu <= 0:
-            return False
-        return self.trainer_threads_cpu > self.settings.same_pace_share * (self.job_cpu - self.trainer_threads_cpu)
 
     @property
     def threads_left(self) -> Optional[int]:
