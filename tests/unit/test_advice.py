@@ -245,7 +245,7 @@ def test_intra_op_threads_are_cut_with_the_workers_that_will_fill_the_cpus():
     """pytorch/examples' imagenet at -j 1 on 2 CPUs: the trainer waits 32%, its intra-op threads use
     0.37 cores beside its main thread's 0.36, which waits runnable for a CPU 34% of the time. Now
     the CPUs leave room (2 / 1.68 = 1.19x), but the second worker the wait asks for fills them, and
-    the threads then take what it needs (measured: 2 workers 1.64x, with OMP_NUM_THREADS=1 1.78x).
+    the threads then take what it needs (measured: 2 workers 1.63x, with OMP_NUM_THREADS=1 1.81x).
     Where the CPUs stay free, the threads stay."""
 
     def input_bound(cpus, waiting=34.0):
