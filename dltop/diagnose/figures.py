@@ -149,7 +149,9 @@ def column_means(rows: Iterable[tuple[Optional[float], ...]], width: int) -> tup
     return tuple(_mean([v for v in column if v is not None]) for column in columns)
 
 
-def cpu_figures(snap: Snapshot, trainer_pid: int) -> tuple[Optional[float], ...]:
+def cpu_figures(
+    snap: Snapshot, trainer_pid: int
+) -> tuple[Optional[float], Optional[float], Optional[float], Optional[float]]:
     """(job's cores, the trainer's cores, its main thread's cores, the share of the time its main
     thread waits runnable for a CPU) at one tick (the job's worked out once a tick, not once per
     trainer)."""
