@@ -40,8 +40,10 @@ class Settings:
     advice_spread_errors: float = 2.0
     # the capacity model's inputs (data wait, workers' busy share and CPU, the job's CPU) read at this
     # many standard errors either side, each error counted by its effective samples (neighbours alike
-    # count less: n (1 - rho) / (1 + rho), the lag-1 autocorrelation rho read up to its ceiling)
+    # count less: n (1 - rho) / (1 + rho), the lag-1 autocorrelation rho read up to its ceiling; and
+    # where fewer, what the spread of the trainer's windows' waits says, once it has this many windows)
     capacity_errors: float = 1.0
+    min_error_windows: int = 8
     # the model's own error, one standard error as a share of its prediction: what its inputs' errors
     # leave out (the RMS of predicted against measured over the advice harness's 28 predictions,
     # docs/findings.md); added to the predicted pace's interval, not to the count's tolerance

@@ -15,7 +15,7 @@ from typing import Optional
 
 import pytest
 
-from dltop.collect.stacks import pyspy, sampler
+from dltop.collect.stacks import budget, pyspy, sampler
 from dltop.collect.stacks.budget import (
     DUMP_BURST,
     LIVE_VIEW,
@@ -25,6 +25,7 @@ from dltop.collect.stacks.budget import (
     ROUTINE,
     SNAPSHOT,
     STREAM_CPU_SHARE,
+    STREAM_RATE_DITHER,
     STREAM_STARTUP_S,
     DumpBudget,
     Pricing,
@@ -56,6 +57,15 @@ IDLE = [
     ("get", "/usr/lib/python3.11/multiprocessing/queues.py", 113),
 ]
 STEP = [("<module>", TRAIN, 20), ("step", TRAIN, 40)]
+
+
+DITHERED = budget.dithered
+
+
+@pytest.fixture(autouse=True)
+def undithered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every window at its affordable rate (the dither's own test draws it)."""
+    monkeypatch.setattr(budget, "dithered", lambda: 1.0)
 
 
 class FakeRun:
@@ -435,8 +445,8 @@ def test_half_the_budget_affords_a_trainer_fewer_samples():
     start-up over 8 s buys 41, capped at the third window's cycled 17 Hz, and half of it 11.25:
     11 Hz (py-spy takes whole rates)."""
     full, half = Pricing(sample_cost_s=1e-4), Pricing(sample_cost_s=1e-4)
-    full.plan_stream(0, share=1.0, trainers=1)
-    half.plan_stream(0, share=0.5, trainers=1)
+    full.plan_stream(share=1.0, trainers=1)
+    half.plan_stream(share=0.5, trainers=1)
     assert (round(full.rate, 2), round(half.rate, 2), full.seconds, half.seconds) == (14.67, 7.33, 15, 30)
     full.plan_record(2, share=1.0, trainers=1)
     half.plan_record(2, share=0.5, trainers=1)
@@ -454,53 +464,69 @@ def test_the_node_stream_budget_holds_as_trainers_multiply(trainers):
     cost a fixed 0.053% and the rest buys samples; the node's trainers together stay within
     Austin's 0.2% however many there are (8: 1.8 Hz each)."""
     pricing = Pricing(sample_cost_s=1e-4)
-    pricing.plan_stream(0, share=1.0, trainers=trainers, watcher=NODE)
+    pricing.plan_stream(share=1.0, trainers=trainers, watcher=NODE)
     assert pricing.seconds == 15 * trainers
     assert pricing.rate >= NODE.floor_hz
     assert _stream_cost(pricing, trainers) == pytest.approx(STREAM_CPU_SHARE)
     # two jobs of half as many trainers each: the same windows and rates
     if trainers > 1:
         halved = Pricing(sample_cost_s=1e-4)
-        halved.plan_stream(0, share=0.5, trainers=trainers // 2, watcher=NODE)
+        halved.plan_stream(share=0.5, trainers=trainers // 2, watcher=NODE)
         assert (halved.seconds, halved.rate) == (pricing.seconds, pytest.approx(pricing.rate))
 
 
 def test_the_node_floor_gives_way_to_1_hz_where_a_live_view_keeps_more():
     """16 trainers of 0.1 ms samples: the budget buys 0.9 Hz each. The exporter's floor gives way
-    to 1 Hz (its data wait is over 30 s: 30 samples), stepped from window to window, so the
+    to 1 Hz (its data wait is over 30 s: 30 samples), so the
     node pays a third of what 3 Hz would cost. Windows stop lengthening at 5 min (an Austin left
     by a killed dltop ends by itself)."""
     node = Pricing(sample_cost_s=1e-4)
-    node.plan_stream(0, share=1.0, trainers=16, watcher=NODE)
+    node.plan_stream(share=1.0, trainers=16, watcher=NODE)
     assert (node.rate, node.seconds) == (1.0, 240)
     assert _stream_cost(node, 16) < STREAM_CPU_SHARE * 1.1
-    node.plan_stream(1, share=1.0, trainers=16, watcher=NODE)
-    assert node.rate == pytest.approx(0.89)
-    node.plan_stream(0, share=1.0, trainers=32, watcher=NODE)
+    node.plan_stream(share=1.0, trainers=32, watcher=NODE)
     assert node.seconds == 300
     unpriced = Pricing()
-    unpriced.plan_stream(0, share=1.0, trainers=16, watcher=NODE)
+    unpriced.plan_stream(share=1.0, trainers=16, watcher=NODE)
     assert (unpriced.rate, unpriced.seconds) == (13.0, 3)  # a first window prices a sample quickly
 
 
-@pytest.mark.parametrize(("sample_cost_s", "rate"), [(None, 50.0), (1e-4, 100.0), (4e-4, 48.67)])
+@pytest.mark.parametrize(("sample_cost_s", "rate"), [(None, 50.0), (1e-4, 100.0), (4e-4, 43.33)])
 def test_a_snapshot_samples_as_py_spy_does_by_default_within_2_percent_of_a_core(sample_cost_s, rate):
     """A snapshot's few seconds are its whole answer: a first window at 50 Hz, then 100 Hz (py-spy's
-    default) where 2% of a core pays for it (0.4 ms samples, a 17-thread trainer: 48.7 Hz), ten
-    times what a live view spends all day."""
+    default) where 2% of a core pays for it (0.4 ms samples, a 17-thread trainer, less its 3 s
+    windows' start-ups: 43.3 Hz), ten times what a live view spends all day."""
     pricing = Pricing(sample_cost_s=sample_cost_s or 0.0)
-    pricing.plan_stream(0, share=1.0, trainers=1, watcher=SNAPSHOT)
+    pricing.plan_stream(share=1.0, trainers=1, watcher=SNAPSHOT)
     assert pricing.rate == pytest.approx(rate, abs=0.01)
     if sample_cost_s:
         assert _stream_cost(pricing, 1) <= SNAPSHOT.stream_cpu_share * 1.001
         live = Pricing(sample_cost_s=sample_cost_s)
-        live.plan_stream(0, share=1.0, trainers=1, watcher=LIVE_VIEW)
+        live.plan_stream(share=1.0, trainers=1, watcher=LIVE_VIEW)
         assert live.rate < rate / 2
     else:  # unpriced, the first windows of several trainers share the 50 Hz, down to a live view's 13
         shared = [Pricing(), Pricing()]
         for trainers, pricing in zip((2, 8), shared):
-            pricing.plan_stream(0, share=1.0, trainers=trainers, watcher=SNAPSHOT)
+            pricing.plan_stream(share=1.0, trainers=trainers, watcher=SNAPSHOT)
         assert [p.rate for p in shared] == [25.0, 13.0]
+
+
+def test_a_snapshots_windows_are_short_and_each_draws_its_rate_afresh(monkeypatch: pytest.MonkeyPatch):
+    """A periodic step aliases with a fixed sampling interval near a simple ratio of its period: a
+    snapshot's 15 s are sampled in 3 s windows (a live view's stay 15 s: their start-ups are its
+    budget), and every window's rate is the affordable one times a factor uniform over 1 +- the
+    dither: the same on average (so is the cost), never the same twice in a row."""
+    monkeypatch.setattr(budget, "dithered", DITHERED)
+    snapshot, live = Pricing(sample_cost_s=1e-4), Pricing(sample_cost_s=1e-4)
+    rates = []
+    for _ in range(400):
+        snapshot.plan_stream(share=1.0, trainers=1, watcher=SNAPSHOT)
+        rates.append(snapshot.rate)
+    live.plan_stream(share=1.0, trainers=1, watcher=LIVE_VIEW)
+    assert (snapshot.seconds, live.seconds) == (3, 15)
+    assert 100 * (1 - STREAM_RATE_DITHER) <= min(rates) < 85 and 115 < max(rates) <= 100 * (1 + STREAM_RATE_DITHER)
+    assert sum(rates) / len(rates) == pytest.approx(100, rel=0.03)
+    assert all(a != b for a, b in zip(rates, rates[1:]))
 
 
 @pytest.mark.parametrize(("trainers", "floor"), [(1, 3.67), (2, 3.0), (3, 3.0), (4, 2.25), (8, 1.125), (16, 1.0)])
@@ -510,8 +536,8 @@ def test_a_live_view_keeps_3_hz_for_three_trainers_then_shares_9(trainers, floor
     9 Hz (8 ranks: 1.125 Hz each, where 3 Hz each cost more than htop), never under the
     exporter's 1 Hz. The budget still pays more where it can (one trainer: 3.67 Hz)."""
     live, node = Pricing(sample_cost_s=4e-4), Pricing(sample_cost_s=4e-4)
-    live.plan_stream(0, share=1.0, trainers=trainers, watcher=LIVE_VIEW)
-    node.plan_stream(0, share=1.0, trainers=trainers, watcher=NODE)
+    live.plan_stream(share=1.0, trainers=trainers, watcher=LIVE_VIEW)
+    node.plan_stream(share=1.0, trainers=trainers, watcher=NODE)
     assert live.rate == pytest.approx(floor, abs=0.01)
     assert node.rate == pytest.approx(max(1.0, 3.67 / trainers), abs=0.01)
 

@@ -15,6 +15,7 @@ and sweeps thin out as trainers multiply.
 from __future__ import annotations
 
 import dataclasses
+import random
 from dataclasses import dataclass
 
 DUMPS_PER_S = 0.3  # routine worker dumps per second on average, all workers together
@@ -55,9 +56,14 @@ STREAM_MAX_RATE = 17.0
 SNAPSHOT_CPU_SHARE = 0.02
 SNAPSHOT_MAX_RATE = 100.0
 SNAPSHOT_FIRST_RATE = 50.0
-# each window's rate is the affordable one times the next of these: rates that differ from window
-# to window keep a periodic training step from aliasing with the sampling
-STREAM_RATE_STEPS = (1.0, 0.89, 1.13)
+# a snapshot's windows are this long (a tick's gap between them while the next attaches): its 15 s
+# hold several, each at its own rate and phase. A training step is periodic, and samples at a fixed
+# interval near a simple ratio of its period see a few of its phases only: one 15 s window at such a
+# rate read a 77% wait as 72-85% (docs/how-it-works.md#how-stacks-are-sampled)
+SNAPSHOT_STREAM_WINDOW_S = 3
+# each window's rate is the affordable one times a factor drawn afresh from 1 +- this (1 on average,
+# so is the budget): no rate a periodic step aliases with holds past one window
+STREAM_RATE_DITHER = 0.2
 # Workers' routine stacks: each worker every 10 s, where one dump at 0.3 a second reached each of
 # 16 workers every ~53 s
 SWEEP_INTERVAL_S = 10.0
@@ -121,6 +127,7 @@ class Watcher:
     stream_cpu_share: float = STREAM_CPU_SHARE
     stream_max_rate: float = STREAM_MAX_RATE
     stream_first_rate: float = STREAM_FIRST_RATE
+    stream_window_s: int = STREAM_WINDOW_S  # an Austin window's length for one trainer
     sweep_every_s: float = SWEEP_INTERVAL_S  # each trainer's workers swept this often, in full
 
     def thinning(self, share: float, trainers: int) -> float:
@@ -142,7 +149,7 @@ NODE = Watcher(NODE_FLOOR_HZ, trainers_in_full=1, record_window_max_s=30)
 # a snapshot: a live view's floors, and for its few seconds the samples of py-spy's default rate
 # and its workers swept every second
 SNAPSHOT = dataclasses.replace(LIVE_VIEW, stream_cpu_share=SNAPSHOT_CPU_SHARE, stream_max_rate=SNAPSHOT_MAX_RATE,
-                               stream_first_rate=SNAPSHOT_FIRST_RATE,
+                               stream_first_rate=SNAPSHOT_FIRST_RATE, stream_window_s=SNAPSHOT_STREAM_WINDOW_S,
                                sweep_every_s=SNAPSHOT_SWEEP_INTERVAL_S)  # fmt: skip
 
 
@@ -164,9 +171,15 @@ def sweep_window_s(share: float, trainers: int = 1, watcher: Watcher = LIVE_VIEW
     return min(SWEEP_WINDOW_MAX_S, round(SWEEP_WINDOW_S * watcher.thinning(share, trainers)))
 
 
-def stream_window_s(share: float, trainers: int) -> int:
-    """An Austin window's length: 15 s for each trainer the budget pays for (up to 5 min)."""
-    return min(STREAM_WINDOW_MAX_S, round(STREAM_WINDOW_S * trainers_sharing(share, trainers)))
+def stream_window_s(share: float, trainers: int, watcher: Watcher = LIVE_VIEW) -> int:
+    """An Austin window's length: the watcher's (15 s; a snapshot's 3 s) for each trainer the
+    budget pays for (up to 5 min)."""
+    return min(STREAM_WINDOW_MAX_S, round(watcher.stream_window_s * trainers_sharing(share, trainers)))
+
+
+def dithered() -> float:
+    """A window's rate factor: uniform over 1 +- ``STREAM_RATE_DITHER``."""
+    return random.uniform(1 - STREAM_RATE_DITHER, 1 + STREAM_RATE_DITHER)
 
 
 def first_stream_rate(share: float, trainers: int, watcher: Watcher) -> float:
@@ -204,15 +217,14 @@ class Pricing:
         affordable = budget / self.sample_cost_s if self.sample_cost_s else cycled
         self.rate = int(max(watcher.floor(share, trainers), min(cycled, affordable)))
 
-    def plan_stream(self, windows_done: int, share: float, trainers: int, watcher: Watcher = LIVE_VIEW) -> None:
-        """An Austin window at the rate its share affords, not below the watcher's floor, stepped
+    def plan_stream(self, share: float, trainers: int, watcher: Watcher = LIVE_VIEW) -> None:
+        """An Austin window at the rate its share affords, not below the watcher's floor, dithered
         from window to window; windows lengthen as trainers multiply, so the start-ups of them all
         cost a fixed part of the budget (and the rest buys samples)."""
-        seconds = stream_window_s(share, trainers)
+        seconds = stream_window_s(share, trainers, watcher)
         budget = watcher.stream_cpu_share * share / trainers - STREAM_STARTUP_S / seconds
         affordable = budget / self.sample_cost_s if self.sample_cost_s else first_stream_rate(share, trainers, watcher)
-        step = STREAM_RATE_STEPS[windows_done % len(STREAM_RATE_STEPS)]
-        self.rate = max(watcher.floor(share, trainers), min(watcher.stream_max_rate, affordable)) * step
+        self.rate = max(watcher.floor(share, trainers), min(watcher.stream_max_rate, affordable)) * dithered()
         self.seconds = seconds if self.sample_cost_s else STREAM_FIRST_WINDOW_S
         self.samples = 0
 

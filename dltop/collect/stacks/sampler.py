@@ -546,7 +546,7 @@ class StackSampler:
 
     def _start_stream(self, proc: ProcessStacks, austin: str, trainers: int, now: float) -> None:
         """An Austin window at the rate its share affords, priced by the last window's cost."""
-        proc.pricing.plan_stream(proc.trainer_samples.windows_done, self.share, trainers, self.watcher)
+        proc.pricing.plan_stream(self.share, trainers, self.watcher)
         command = stream_command(austin, proc.pid, proc.pricing.rate, proc.pricing.seconds)
         self._start(proc, StreamRun(command, proc.pricing.seconds + DUMP_TIMEOUT_S), now, recording=True)
         proc.stream_from = now

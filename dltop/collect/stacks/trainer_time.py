@@ -10,6 +10,7 @@ the trainer is doing.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Optional
@@ -115,11 +116,13 @@ class TrainerSamples:
             return None
         flips = sum(w.flips for w in self.windows)
         pairs = sum(w.pairs for w in self.windows)
+        share = sum(phases[p] for p in WAITED) / total
+        blocks = [(w.samples, sum(w.phases[p] for p in WAITED)) for w in self.windows]
         return TrainerTime(
             samples=total,
             window_s=self.windows[-1].ended - self.windows[0].began,
             **{name: 100.0 * phases[phase] / total for phase, name in PHASES.items()},
-            effective_samples=effective_samples(total, sum(phases[p] for p in WAITED) / total, flips, pairs),
+            effective_samples=min(effective_samples(total, share, flips, pairs), between_windows(blocks)),
             receiving_percent=100.0 * sum(w.receiving for w in self.windows) / total,
         )
 
@@ -146,6 +149,22 @@ def effective_samples(samples: int, share: float, flips: int, pairs: int) -> flo
         return float(samples)
     rho = min(max(1 - flips / pairs / spread, 0.0), DEFAULTS.max_autocorrelation)
     return samples * (1 - rho) / (1 + rho)
+
+
+def between_windows(blocks: list[tuple[int, int]]) -> float:
+    """The independent samples windows of (samples, waited) are worth by how their waits differ
+    (batch means): p (1 - p) over the variance of the overall share, read from the windows' spread
+    about it. It sees what neighbouring samples cannot: samples at a fixed interval near a simple
+    ratio of a periodic step's period visit a few of its phases, so a window's share strays far
+    and its neighbours still differ. Infinite (no evidence) under ``min_error_windows`` windows or for a
+    share that never changes."""
+    total, waited = sum(n for n, _ in blocks), sum(w for _, w in blocks)
+    share = waited / total if total else 0.0
+    if len(blocks) < DEFAULTS.min_error_windows or not 0 < share < 1:
+        return math.inf
+    k = len(blocks)
+    variance = k / (k - 1) * sum((w - share * n) ** 2 for n, w in blocks) / total**2
+    return share * (1 - share) / variance if variance > 0 else math.inf
 
 
 def workers_starting(
