@@ -66,6 +66,7 @@ DITHERED = budget.dithered
 def undithered(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every window at its affordable rate (the dither's own test draws it)."""
     monkeypatch.setattr(budget, "dithered", lambda: 1.0)
+    monkeypatch.setattr(sampler, "dithered", lambda: 1.0)
 
 
 class FakeRun:

@@ -58,6 +58,7 @@ from dltop.collect.stacks.budget import (
     DumpBudget,
     Pricing,
     Watcher,
+    dithered,
     dump_rank,
     sweep_interval_s,
     sweep_window_s,
@@ -552,10 +553,11 @@ class StackSampler:
         proc.stream_from = now
 
     def _start_sweep(self, trainer: ProcessStacks, trainers: int) -> None:
-        """Sweep the processes under a trainer with workers, where Austin can read its Python."""
+        """Sweep the processes under a trainer with workers, where Austin can read its Python; at an
+        interval dithered as a trainer's windows are (a worker's cycle is periodic too)."""
         if not self.austin or trainer.austin_failed or trainer.sweep.failed or not self._has_workers():
             return
-        interval_s = sweep_interval_s(self.share, trainers, self.watcher)
+        interval_s = sweep_interval_s(self.share, trainers, self.watcher) * dithered()
         seconds = sweep_window_s(self.share, trainers, self.watcher)
         command = stream_command(self.austin, trainer.pid, 1 / interval_s, seconds, children=True)
         trainer.sweep.run, trainer.sweep.found = StreamRun(command, seconds + DUMP_TIMEOUT_S), False
