@@ -132,6 +132,7 @@ FINDINGS_FIGURES = [
         "autocorrelation of the trainer's waiting / not-waiting samples (read up to {})",
         f"{DEFAULTS.max_autocorrelation:g}",
     ),
+    ("waits says (once there are {} ticks: a periodic step", f"{DEFAULTS.min_error_windows}"),
     ("each input moved alone by {} standard error", "one" if DEFAULTS.capacity_errors == 1 else "?"),
     ("replaced ≥ {} times", f"{DEFAULTS.respawn_epochs}"),
     ("when start-up takes ≥ {} of the trainer's time, else `info`", f"{DEFAULTS.respawn_cost_percent:g}%"),

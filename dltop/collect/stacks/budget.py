@@ -59,7 +59,7 @@ SNAPSHOT_FIRST_RATE = 50.0
 # a snapshot's windows are this long (a tick's gap between them while the next attaches): its 15 s
 # hold several, each at its own rate and phase. A training step is periodic, and samples at a fixed
 # interval near a simple ratio of its period see a few of its phases only: one 15 s window at such a
-# rate read a 77% wait as 72-85% (docs/how-it-works.md#how-stacks-are-sampled)
+# rate read a 77% wait as 70.5-84.6% (docs/how-it-works.md#how-stacks-are-sampled)
 SNAPSHOT_STREAM_WINDOW_S = 3
 # each window's rate is the affordable one times a factor drawn afresh from 1 +- this (1 on average,
 # so is the budget): no rate a periodic step aliases with holds past one window
