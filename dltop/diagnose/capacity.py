@@ -128,6 +128,8 @@ class Capacity:
     trainer_main_cpu: float = 0.0  # the trainer's main thread, window mean: the CPU on its own path
     trainer_main_wait: float = 0.0  # the share of the time its main thread waits runnable for a CPU, window mean
     queueing: bool = True  # count the wait for a CPU a faster job brings (False: the CPUs' share alone)
+    trainer_threads_error: float = 0.0  # one standard error of trainer_threads_cpu
+    threads_cut: Optional[bool] = None  # the model read with its intra-op threads cut or not (None: as advised)
 
     @property
     def speedup_pace(self) -> Optional[float]:
@@ -188,7 +190,7 @@ class Capacity:
     @functools.cached_property
     def _threads_kept(self) -> Capacity:
         """The model with the trainer's intra-op threads left as they are (nothing freed)."""
-        return dataclasses.replace(self, trainer_threads_cpu=0.0, shown=None)
+        return dataclasses.replace(self, threads_cut=False, shown=None)
 
     # -- the model ------------------------------------------------------------------------------
 
@@ -212,7 +214,8 @@ class Capacity:
         the workers on the same CPUs, goes with them (their useful work moves to the main thread).
         Nothing where a saturated disk or a GIL caps the workers: no CPU freed makes them faster."""
         capped = bool(UNHELPED_BY_CPUS & self.caps.keys())
-        return self.trainer_threads_cpu if self.trainer_threads() is not None and not capped else 0.0
+        cut = self.trainer_threads() is not None if self.threads_cut is None else self.threads_cut
+        return self.trainer_threads_cpu if cut and not capped else 0.0
 
     @property
     def busy_freed(self) -> float:
@@ -499,11 +502,30 @@ class Capacity:
             return self.wait is not None and self.wait != 0 and self.trainer_cpu / self.wait < line
         return f.busy > 0 and f.cpu / f.busy < line
 
+    @property
+    def intra_op_threads(self) -> bool:
+        """The trainer's threads beside its main one use ``intra_op_cpu`` cores or more, within
+        their error: intra-op work, not a queue's feeder thread or a logger's."""
+        k = self.settings.capacity_errors * self.error_scale
+        return self.trainer_threads_cpu + k * self.trainer_threads_error >= self.settings.intra_op_cpu
+
     def trainer_threads(self) -> Optional[int]:
-        """OMP_NUM_THREADS for the trainer when its intra-op threads take CPUs its workers need."""
-        if self.trainer_threads_cpu < self.settings.intra_op_cpu or not self.cpu_bound:
+        """OMP_NUM_THREADS for the trainer when its intra-op threads take CPUs its workers need: the
+        CPUs bind, and cutting them makes the best the workers reach faster by more than ``dltop
+        bench`` tells from noise (``same_pace_share``). The gain, not the threads' CPU against a
+        line, decides: two reads of one job either side of the line then give one answer."""
+        if not self.intra_op_threads or not self.cpu_bound:
             return None
-        return self.threads_left
+        return self.threads_left if self._cutting_threads_helps else None
+
+    @functools.cached_property
+    def _cutting_threads_helps(self) -> bool:
+        """The best the model sees with the intra-op threads cut beats it with them kept by more
+        than ``same_pace_share`` (true where the model lacks its inputs: the CPUs bind)."""
+        kept, cut = self._threads_kept, dataclasses.replace(self, threads_cut=True, shown=None)
+        if kept.central is None or cut.central is None:
+            return True
+        return cut.best(cut.central) > kept.best(kept.central) * (1 + self.settings.same_pace_share)
 
     @property
     def threads_left(self) -> Optional[int]:
@@ -551,6 +573,8 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     job_cores, trainer_cpu, main_cpu, main_wait = cpu_means(window, loader.trainer_pid)
     cpu_ticks = window.per_tick(cpu_figures, loader.trainer_pid)[1:]  # rates need a tick before them
     job_error = tick_error([t[0] for t in cpu_ticks if t[0] is not None], settings.max_autocorrelation)
+    threads_error = tick_error([t[1] - t[2] for t in cpu_ticks if t[1] is not None and t[2] is not None],
+                               settings.max_autocorrelation)  # fmt: skip
     trainer_cpu = trainer_cpu or 0.0
     pipeline_cpu = (pipeline_cores(window, loader) or 0.0) if threads else 0.0  # not intra-op work
     threads_cpu = max(0.0, trainer_cpu - main_cpu - pipeline_cpu) if main_cpu is not None else 0.0
@@ -561,7 +585,7 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
                     missing, job_error, window.shown_advice.get(advice_key(loader)), ranks, parts_source,
                     settings, cpus_free(window, allowed, job_cores),
                     trainer_main_cpu=main_cpu if main_cpu is not None else trainer_cpu - threads_cpu,
-                    trainer_main_wait=main_wait or 0.0)  # fmt: skip
+                    trainer_main_wait=main_wait or 0.0, trainer_threads_error=threads_error)  # fmt: skip
 
 
 def _worker_figures(
