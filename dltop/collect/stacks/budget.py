@@ -27,8 +27,10 @@ MAX_IN_FLIGHT = 4
 RECORD_CPU_SHARE = 0.006  # of one core, all trainers together
 RECORD_STARTUP_S = 0.015  # py-spy's CPU to attach, paid once per window
 MIN_SAMPLES_TO_PRICE = 20
-# Hz per window, cycled: prime rates, so a periodic training step cannot alias with the sampling
-RECORD_RATES = (11, 13, 17)
+# Hz of a py-spy window at most (its default is 100; this is the middle of what it took before
+# Austin), dithered from window to window as Austin's are: a periodic training step cannot alias
+# with the sampling
+RECORD_RATE = 13.0
 RECORD_WINDOW_MAX_S = 8  # windows grow 1, 2, 3 ... 8 s: a first share within a second, then cheap
 MIN_RECORD_RATE = 3  # a live view's floor: a trainer is sampled this often whatever it costs...
 # ... for this many trainers; more share what they would cost (8 ranks at 3 Hz each, and their
@@ -207,15 +209,15 @@ class Pricing:
 
     def plan_record(self, windows_done: int, share: float, trainers: int, watcher: Watcher = LIVE_VIEW) -> None:
         """A ``py-spy record`` window: 1, 2, 3 ... 8 s long (longer as trainers multiply, up to the
-        watcher's cap), at the cycled rate or what its share affords, not below the watcher's floor."""
+        watcher's cap), at ``RECORD_RATE`` or what its share affords, not below the watcher's floor,
+        dithered from window to window (py-spy takes whole rates: 1 at least)."""
         longest = record_window_max_s(share, trainers, watcher)
         self.seconds = min(longest, 1 + windows_done)
-        cycled = RECORD_RATES[windows_done % len(RECORD_RATES)]
         # py-spy's start-up is priced over a full-length window: the first short windows (an answer
         # within a second) would otherwise all run at the minimum rate
         budget = RECORD_CPU_SHARE * share / trainers - RECORD_STARTUP_S / longest
-        affordable = budget / self.sample_cost_s if self.sample_cost_s else cycled
-        self.rate = int(max(watcher.floor(share, trainers), min(cycled, affordable)))
+        affordable = budget / self.sample_cost_s if self.sample_cost_s else RECORD_RATE
+        self.rate = max(1, round(max(watcher.floor(share, trainers), min(RECORD_RATE, affordable)) * dithered()))
 
     def plan_stream(self, share: float, trainers: int, watcher: Watcher = LIVE_VIEW) -> None:
         """An Austin window at the rate its share affords, not below the watcher's floor, dithered
