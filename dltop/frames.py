@@ -32,6 +32,14 @@ WAIT_LEAVES = {
     "multiprocessing/synchronize.py": ("__enter__", "acquire", "wait"),
     "multiprocessing/connection.py": ("wait",),
 }
+# Leaves of a trainer blocked until a batch comes: the data queue's poll (multiprocessing's
+# connection.wait selecting on its pipe) or, with pin_memory, a Condition's wait on the pinning
+# thread's queue
+BATCH_WAIT_LEAVES = {
+    "selectors.py": ("select",),
+    "multiprocessing/connection.py": ("wait", "_poll", "poll"),
+    "threading.py": ("wait",),
+}
 LOCK_SOURCE = re.compile(r"\.acquire\(|\.wait\(|^\s*(async\s+)?with\b.*(lock|mutex|sem|cond)", re.IGNORECASE)
 _TORCH = re.compile(r"/(site|dist)-packages/torch/|^torch/")
 _STDLIB = re.compile(r"/lib/python\d\.\d+/(?!site-packages|dist-packages)|^<frozen ")
@@ -173,6 +181,11 @@ def uses_worker_processes(frames: list) -> bool:
     call = input_call(frames)
     if call is not None and call.pipeline != "dataloader":
         return True
+    return _in_worker_iterator(frames)
+
+
+def _in_worker_iterator(frames: list) -> bool:
+    """Inside the iterator of a DataLoader with worker processes."""
     return any(
         f.file.endswith(DATALOADER)
         and (short_name(f.function) in WORKER_ITER_METHODS or "_MultiProcessingDataLoaderIter" in f.function)
@@ -219,11 +232,20 @@ def waits_on_lock(frames: list, leaf_source: Optional[str]) -> bool:
     """
     if not frames:
         return False
-    leaf = frames[-1]
-    for suffix, functions in WAIT_LEAVES.items():
-        if leaf.file.endswith(suffix) and short_name(leaf.function) in functions:
-            return True
+    if _leaf_in(frames[-1], WAIT_LEAVES):
+        return True
     return bool(leaf_source and LOCK_SOURCE.search(leaf_source.split("#", 1)[0]))  # the code, not its comment
+
+
+def handles_batch(frames: list) -> bool:
+    """Inside a DataLoader iterator that has worker processes, not blocked until a batch comes: the
+    trainer receiving a batch, unpickling it, rebuilding its tensors, asking for the next. Every
+    batch costs it this, whatever the number of workers."""
+    return bool(frames) and _in_worker_iterator(frames) and not _leaf_in(frames[-1], BATCH_WAIT_LEAVES)
+
+
+def _leaf_in(leaf: Frame, leaves: dict[str, tuple[str, ...]]) -> bool:
+    return any(leaf.file.endswith(suffix) and short_name(leaf.function) in names for suffix, names in leaves.items())
 
 
 def start_method(frames: list) -> Optional[str]:

@@ -8,7 +8,7 @@ N workers its pace, relative to now, is the predicted speed-up
 
     S(N) = min(1 / (1 - W + R),  A / J,  N / (N0 * busy),  the caps)   (before the wait for a CPU)
 
-its own pace (R: of the wait, the share spent receiving a batch, which stays at any count; see
+its own pace (R: of the wait, the share spent handling a batch, which stays at any count; see
 ``receiving``); what the CPUs allow (A the CPUs free for the job: those it may use by affinity and
 cgroup quota, less what the machine's other processes keep; every process of the job summed, so
 ranks sharing a node share its CPUs; a batch costs the same CPU whatever N, and N workers never use
@@ -138,9 +138,10 @@ class Capacity:
 
     @property
     def receiving(self) -> float:
-        """The share of the trainer's time receiving a batch that stays at any count: of its data
-        wait, the samples rebuilding the tensors its workers send (torch's handshake with the
-        sending worker for each storage), less the part that waits for that worker's GIL. The
+        """The share of the trainer's time handling a batch that stays at any count: of its data
+        wait, the samples not blocked until a batch comes (receiving it, unpickling it, asking for
+        the next), less, of those rebuilding the tensors its workers send (torch's handshake with
+        the sending worker for each storage), the part that waits for that worker's GIL. The
         handshake is answered by a thread of the worker, which waits for the GIL while the worker's
         own Python holds it; more workers give each slack, and that wait goes. The worker holds the
         GIL at most the share of its busy time it is on a CPU or waiting for one (a thread the
@@ -148,11 +149,13 @@ class Capacity:
         then compute in Python, show the other side, unseen here: now the handshake comes as a
         worker starts its read; with workers to spare, anywhere in its cycle: docs/findings.md.)"""
         spent = self.loader.trainer_time
-        if spent is None or not spent.receiving_percent:
+        if spent is None:
             return 0.0
+        rebuilding = (spent.receiving_percent or 0.0) / 100
+        handling = max(rebuilding, (spent.handling_percent or 0.0) / 100)
         f = self.figures
         holding = min(1.0, (f.cpu + f.cpu_wait) / f.busy) if f.busy > 0 else 1.0
-        return spent.receiving_percent / 100 * (1 - holding)
+        return handling - rebuilding * holding
 
     @property
     def speedup_cpus(self) -> Optional[float]:

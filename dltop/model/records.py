@@ -151,6 +151,9 @@ class TrainerTime:
     # per storage): a cost of each batch in the trainer, which more workers shorten only by its wait
     # for the sending worker's GIL
     receiving_percent: Optional[float] = None
+    # of the data wait, the share of samples handling a batch from worker processes, not blocked until
+    # one comes (receiving_percent among them; unpickling it, asking for the next): all of it stays
+    handling_percent: Optional[float] = None
 
     def percent(self, phase: Phase) -> float:
         return float(getattr(self, PHASES[phase]))

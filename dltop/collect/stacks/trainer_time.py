@@ -38,6 +38,7 @@ class TrainerWindow:
     flips: int = 0  # neighbouring samples of which one waited for data and the other not
     pairs: int = 0  # neighbouring samples
     receiving: int = 0  # samples waiting for data that were rebuilding the batch's tensors
+    handling: int = 0  # samples waiting for data that were handling a worker's batch (receiving among them)
 
     @property
     def samples(self) -> int:
@@ -73,9 +74,12 @@ class TrainerSamples:
         phases, self.in_epoch_start = stackframes.trainer_phases(samples, self.in_epoch_start, starting)
         waited = [phase in WAITED for phase in phases]
         flips = sum(a != b for a, b in zip(waited, waited[1:]))
-        receiving = sum(p == "waiting-for-data" and rebuilding(s) for s, p in zip(samples, phases))
+        waits = Counter(s for s, p in zip(samples, phases) if p == "waiting-for-data")
+        receiving = sum(n for s, n in waits.items() if rebuilding(s))
+        handling = sum(n for s, n in waits.items() if stackframes.handles_batch(list(s)))
+        pairs = max(0, len(waited) - 1)
         self.windows.append(
-            TrainerWindow(began, now, Counter(phases), Counter(samples), flips, max(0, len(waited) - 1), receiving)
+            TrainerWindow(began, now, Counter(phases), Counter(samples), flips, pairs, receiving, handling)
         )
         self.windows_done += 1
         while self.windows and now - self.windows[0].ended > TRAINER_TIME_HISTORY_S:
@@ -124,6 +128,7 @@ class TrainerSamples:
             **{name: 100.0 * phases[phase] / total for phase, name in PHASES.items()},
             effective_samples=min(effective_samples(total, share, flips, pairs), between_windows(blocks)),
             receiving_percent=100.0 * sum(w.receiving for w in self.windows) / total,
+            handling_percent=100.0 * sum(w.handling for w in self.windows) / total,
         )
 
     def activity(self, stack: tuple[Frame, ...]) -> Phase:
