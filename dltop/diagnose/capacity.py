@@ -13,10 +13,10 @@ its own pace (R: of the wait, the share spent handling a batch, which stays at a
 cgroup quota, less what the machine's other processes keep; every process of the job summed, so
 ranks sharing a node share its CPUs; a batch costs the same CPU whatever N, and N workers never use
 more than N cores, which the third term keeps); what N workers supply, each working the share
-``busy`` of its time now (all of it where the trainer surely waits: ``working``); and what stops
-more workers from helping (memory, a saturated disk, an iterable source's parts, a GIL: ``caps``,
-workers at most). With num_workers=0 the trainer fetches itself: the fetch, a share W of its
-time, moves to the workers (N / W), and its CPU is already in J.
+``busy`` of its time now; and what stops more workers from helping (memory, a saturated disk, an
+iterable source's parts, a GIL: ``caps``, workers at most). With num_workers=0 the trainer
+fetches itself: the fetch, a share W of its time, moves to the workers (N / W), and its CPU is
+already in J.
 
 A faster job keeps its CPUs busier, and its processes that sleep between bursts of CPU wait longer
 for one each time they wake (``queueing.py``): each second of such a process's CPU per batch
@@ -61,7 +61,6 @@ from dltop.diagnose.figures import (
     input_bound_wait,
     saturated_disks,
     source_parts,
-    surely_above,
     tick_error,
     trusted_wait,
     wait_error,
@@ -203,23 +202,8 @@ class Capacity:
         """The inputs as measured; None where the model lacks one (``missing``)."""
         if self.missing is not None or self.wait is None:
             return None
-        busy = max(self.figures.cpu, self.working - self.busy_freed)
+        busy = max(self.figures.cpu, self.figures.working - self.busy_freed)
         return Inputs(min(self.wait, self.settings.max_wait_share), busy, self.job_cpu_advised)
-
-    @property
-    def working(self) -> float:
-        """The share of its time a worker works, as the model reads it: all of it where the trainer
-        surely waits for data, for its workers then deliver all it gets; one idle meanwhile has done
-        the batches it was given and waits while the trainer waits for an earlier one from another
-        (batches come in order): no slack a busier worker would use, and N workers deliver N / N0
-        of now. Else the larger of its stacks' and its CPU's share."""
-        return 1.0 if self._starved else self.figures.working
-
-    @functools.cached_property
-    def _starved(self) -> bool:
-        """The trainer waits for its workers beyond its noise (too-many-workers' line)."""
-        line = self.settings.too_many_wait_percent
-        return bool(self.workers) and self.wait is not None and surely_above(self.wait, wait_error(self.loader), line)
 
     @property
     def job_cpu_advised(self) -> Optional[float]:
@@ -265,12 +249,9 @@ class Capacity:
         k, f, x = self.settings.capacity_errors * self.error_scale, self.figures, self.central
         w_err = k * (wait_error(self.loader) or 0.0)
         wait = (max(0.0, x.wait - w_err), min(x.wait + w_err, self.settings.max_wait_share))
-        # a worker's working share: its CPU is a floor of it, and its stacks say at most all of its
-        # time (all of it, where the trainer surely waits: ``working``)
+        # a worker's working share: its CPU is a floor of it, and its stacks say at most all of its time
         busy = (max(0.0, f.busy - self.busy_freed - k * f.busy_error, f.cpu - k * f.cpu_error),
                 max(min(1.0, f.busy - self.busy_freed + k * f.busy_error), f.cpu + k * f.cpu_error))  # fmt: skip
-        if self._starved:
-            busy = (x.busy, x.busy)
         moved = [
             (x._replace(wait=wait[0]), x._replace(wait=wait[1])),
             (x._replace(busy=busy[0]), x._replace(busy=busy[1])),
