@@ -13,10 +13,10 @@ its own pace (R: of the wait, the share spent handling a batch, which stays at a
 cgroup quota, less what the machine's other processes keep; every process of the job summed, so
 ranks sharing a node share its CPUs; a batch costs the same CPU whatever N, and N workers never use
 more than N cores, which the third term keeps); what N workers supply, each working the share
-``busy`` of its time now; and what stops more workers from helping (memory, a saturated disk, an
-iterable source's parts, a GIL: ``caps``, workers at most). With num_workers=0 the trainer
-fetches itself: the fetch, a share W of its time, moves to the workers (N / W), and its CPU is
-already in J.
+``busy`` of its time now (all of it where the trainer surely waits: ``working``); and what stops
+more workers from helping (memory, a saturated disk, an iterable source's parts, a GIL: ``caps``,
+workers at most). With num_workers=0 the trainer fetches itself: the fetch, a share W of its
+time, moves to the workers (N / W), and its CPU is already in J.
 
 A faster job keeps its CPUs busier, and its processes that sleep between bursts of CPU wait longer
 for one each time they wake (``queueing.py``): each second of such a process's CPU per batch
@@ -61,6 +61,7 @@ from dltop.diagnose.figures import (
     input_bound_wait,
     saturated_disks,
     source_parts,
+    surely_above,
     tick_error,
     trusted_wait,
     wait_error,
@@ -148,14 +149,20 @@ class Capacity:
         kernel preempts keeps the GIL), so that share of the receiving goes. (Workers that read,
         then compute in Python, show the other side, unseen here: now the handshake comes as a
         worker starts its read; with workers to spare, anywhere in its cycle: docs/findings.md.)"""
-        spent = self.loader.trainer_time
-        if spent is None:
-            return 0.0
-        rebuilding = (spent.receiving_percent or 0.0) / 100
-        handling = max(rebuilding, (spent.handling_percent or 0.0) / 100)
+        rebuilding, handling = self._handling
         f = self.figures
         holding = min(1.0, (f.cpu + f.cpu_wait) / f.busy) if f.busy > 0 else 1.0
         return handling - rebuilding * holding
+
+    @functools.cached_property
+    def _handling(self) -> tuple[float, float]:
+        """(rebuilding, handling): of the trainer's time, the shares it rebuilds a batch's tensors and
+        handles a batch that came at all (rebuilding included), 0..1."""
+        spent = self.loader.trainer_time
+        if spent is None:
+            return 0.0, 0.0
+        rebuilding = (spent.receiving_percent or 0.0) / 100
+        return rebuilding, max(rebuilding, (spent.handling_percent or 0.0) / 100)
 
     @property
     def speedup_cpus(self) -> Optional[float]:
@@ -202,8 +209,27 @@ class Capacity:
         """The inputs as measured; None where the model lacks one (``missing``)."""
         if self.missing is not None or self.wait is None:
             return None
-        busy = max(self.figures.cpu, self.figures.working - self.busy_freed)
+        busy = max(self.figures.cpu, self.working - self.busy_freed)
         return Inputs(min(self.wait, self.settings.max_wait_share), busy, self.job_cpu_advised)
+
+    @property
+    def working(self) -> float:
+        """The share of its time a worker works, as the model reads it: all of it where the trainer
+        surely waits for data, for its workers then deliver all it gets; one idle meanwhile has done
+        the batches it was given and waits while the trainer waits for an earlier one from another
+        (batches come in order): no slack a busier worker would use, and N workers deliver N / N0
+        of now. Else the larger of its stacks' and its CPU's share."""
+        return 1.0 if self._starved else self.figures.working
+
+    @functools.cached_property
+    def _starved(self) -> bool:
+        """The trainer waits for batches its workers have not made yet beyond its noise and
+        too-many-workers' line: its wait less its handling of batches that came (a trainer that
+        only handles what comes has workers to spare, however its wait reads)."""
+        if not self.workers or self.wait is None:
+            return False
+        waiting = self.wait - self._handling[1]
+        return surely_above(waiting, wait_error(self.loader), self.settings.too_many_wait_percent)
 
     @property
     def job_cpu_advised(self) -> Optional[float]:
@@ -249,9 +275,12 @@ class Capacity:
         k, f, x = self.settings.capacity_errors * self.error_scale, self.figures, self.central
         w_err = k * (wait_error(self.loader) or 0.0)
         wait = (max(0.0, x.wait - w_err), min(x.wait + w_err, self.settings.max_wait_share))
-        # a worker's working share: its CPU is a floor of it, and its stacks say at most all of its time
+        # a worker's working share: its CPU is a floor of it, and its stacks say at most all of its
+        # time (all of it, where the trainer surely waits: ``working``)
         busy = (max(0.0, f.busy - self.busy_freed - k * f.busy_error, f.cpu - k * f.cpu_error),
                 max(min(1.0, f.busy - self.busy_freed + k * f.busy_error), f.cpu + k * f.cpu_error))  # fmt: skip
+        if self._starved:
+            busy = (x.busy, x.busy)
         moved = [
             (x._replace(wait=wait[0]), x._replace(wait=wait[1])),
             (x._replace(busy=busy[0]), x._replace(busy=busy[1])),

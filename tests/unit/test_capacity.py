@@ -115,7 +115,35 @@ def test_the_io_bound_job_gets_the_fewest_that_reach_its_pace_and_a_prediction_t
     assert abs(ev["suggested_workers"] - 11) <= 1 and ev["binding"] == "pace"
     assert abs(ev["predicted_speedup"] - 9.3) / 9.3 < 0.1 and ev["predicted_speedup_low"] < 9.6
     # the model's own error (5.5%) in the interval: the measured 9.31x inside it
-    assert "Predicted: 9.98x (9.18x-10.6x) its pace now, bound by the trainer's own pace" in found.detail
+    assert "Predicted: 9.98x (9.18x-10.5x) its pace now, bound by the trainer's own pace" in found.detail
+
+
+def test_workers_idle_while_the_trainer_waits_are_no_slack_for_more_work():
+    """3 workers each computing 6 ms a sample on 2 CPUs, the trainer waiting 59%: the workers' stacks
+    read idle a quarter of the time (each has done the batches it was given while the trainer waits
+    for an earlier one, as batches come in order), the job uses 1.86 of the CPUs. Read as slack, 3
+    workers could already run the 1.08x the CPUs allow, and the advice said more would not help;
+    measured, a 4th ran 1.06x. They deliver all the trainer gets: N workers deliver N / 3 of now."""
+    window = steady(59.0, lambda tick: tick % 4 != 0, 61.0, 3.0, 2.0, 900, 250, workers=3, ticks=15)
+    cap = model(window)
+    assert cap.figures.busy == pytest.approx(0.73, abs=0.01) and cap.working == 1.0
+    assert cap.central is not None and cap.speedup_at(3, cap.central) == pytest.approx(1.0, abs=0.01)
+    assert cap.suggested == 4 and cap.prediction is not None and abs(cap.prediction.speedup - 1.06) < 0.05
+    assert "num_workers=4" in finding(window).suggestion
+    # a trainer that does not wait for data has workers to spare: their idle time is slack
+    assert model(steady(2.0, lambda tick: tick % 4 != 0, 61.0, 3.0, 2.0, 900, 250, workers=3)).working < 1.0
+    # nor does one whose wait is its handling of batches that came (unpickling them, rebuilding their
+    # tensors): a healthy job's trainer read waiting 12%, 10 points of it handling
+    waiting = steady(12.0, lambda tick: tick % 4 != 0, 61.0, 3.0, 2.0, 900, 250, workers=3)
+    assert model(waiting).working == 1.0 and model(_handled(waiting, 6.0, 10.0)).working < 1.0
+
+
+def _handled(window: list[Snapshot], receiving: float, handling: float) -> list[Snapshot]:
+    """``window`` with its trainer's last reading ``receiving`` % rebuilding tensors, ``handling`` %
+    handling the batches that came."""
+    last = window[-1]
+    spent = dataclasses.replace(last.loaders[0].trainer_time, receiving_percent=receiving, handling_percent=handling)
+    return window[:-1] + [dataclasses.replace(last, loaders=[dataclasses.replace(last.loaders[0], trainer_time=spent)])]
 
 
 def test_a_window_too_short_for_one_count_gives_its_best_count_provisionally_and_how_long_settles_it():
