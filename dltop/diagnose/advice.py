@@ -174,7 +174,6 @@ def _input_bound_finding(window: Window, cap: Capacity, wait: float, settings: S
             "queueing_loss_percent": _round(cap.queueing_loss * 100 if cap.queueing_loss is not None else None),
             "data_wait_effective_samples": _round(spent.effective_samples if spent else None),
             "provisional": cap.too_uncertain,
-            "settle_window_s": _round(_settle_window(cap)),
             "dataset_kind": loader.dataset_kind,
             "parts": cap.caps.get("parts"),
             "needs": cap.missing,
@@ -250,19 +249,13 @@ def _provisional(cap: Capacity) -> str:
     if not cap.too_uncertain or cap.suggested_range is None:
         return ""
     low, high = cap.suggested_range
-    spent = cap.loader.trainer_time
+    more, spent = cap.settled_in_s(), cap.loader.trainer_time
     read = (f" ({spent.window_s:.0f} s of samples read the wait ±{(wait_error(cap.loader) or 0) * 100:.0f} points)"
             if spent and spent.window_s else "")  # fmt: skip
-    total = _settle_window(cap)
-    settle = (f"; about {total:.0f} s of samples settle the count (dltop snapshot --duration {math.ceil(total)})"
+    total = spent.window_s + more if more is not None and spent and spent.window_s else None
+    settle = (f"; about {total:.0f} s of samples settle one count (dltop snapshot --duration {math.ceil(total)})"
               if total is not None else "")  # fmt: skip
     return f" Provisional: any of {low}-{high} fits the figures so far{read}{settle}."
-
-
-def _settle_window(cap: Capacity) -> Optional[float]:
-    """Seconds of samples a window needs for the next firmer answer (``settled_in_s``)."""
-    more, spent = cap.settled_in_s(), cap.loader.trainer_time
-    return spent.window_s + more if more is not None and spent is not None and spent.window_s else None
 
 
 def _changes(
@@ -368,15 +361,11 @@ def _reshard(cap: Capacity) -> Optional[str]:
 
 
 def _within(cap: Capacity) -> str:
-    """The range the inputs' errors leave the count in, where it is more than one count, and how
-    long a window narrows it to one."""
+    """The range the inputs' errors leave the count in, where it is more than one count."""
     span = cap.suggested_range
-    if cap.too_uncertain or not span or span[0] == span[1]:  # provisional: said with how long settles it
+    if cap.too_uncertain:  # said with how long settles it (_provisional)
         return ""
-    total = _settle_window(cap)
-    narrow = (f"; about {total:.0f} s of samples narrow it to one: dltop snapshot --duration {math.ceil(total)}"
-              if total is not None else "")  # fmt: skip
-    return f" (any of {span[0]}-{span[1]} fits the measured figures{narrow})"
+    return f" (any of {span[0]}-{span[1]} fits the measured figures)" if span and span[0] != span[1] else ""
 
 
 def _since(cap: Capacity) -> str:

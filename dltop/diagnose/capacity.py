@@ -512,29 +512,18 @@ class Capacity:
         return "cpus" if self.limited_by_cpus else "pace"
 
     def settled_in_s(self) -> Optional[float]:
-        """Seconds more of watching for the next firmer answer: where the count is provisional
-        (``too_uncertain``), for a settled one; where the inputs' errors leave more than one count
-        (two reports may then differ by one), for one count. Errors shrink as the square root of the
-        window (its effective samples grow with it), so a window ``1 / f**2`` as long as now gives
-        the errors times f; f found by halving. None where one count fits or the window's length is
-        unknown."""
+        """Seconds more of watching for one answer: errors shrink as the square root of the window
+        (its effective samples grow with it), so a window ``1 / f**2`` as long as now gives the
+        errors times f; f found by halving. None where the window's length is unknown."""
         spent = self.loader.trainer_time
-        if self.one_count or spent is None or not spent.window_s:
+        if not self.too_uncertain or spent is None or not spent.window_s:
             return None
-        provisional = self.too_uncertain
         low, high = 0.0, 1.0
         for _ in range(20):
             middle = (low + high) / 2
-            longer = dataclasses.replace(self, error_scale=middle, shown=None)
-            settled = not longer.too_uncertain if provisional else longer.one_count
+            settled = not dataclasses.replace(self, error_scale=middle, shown=None).too_uncertain
             low, high = (middle, high) if settled else (low, middle)
         return spent.window_s / max(low, 0.05) ** 2 - spent.window_s
-
-    @property
-    def one_count(self) -> bool:
-        """The inputs' errors leave one count (or the model gives none)."""
-        span = self.suggested_range
-        return span is None or span[0] == span[1]
 
     @property
     def io_bound_workers(self) -> bool:

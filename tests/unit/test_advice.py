@@ -196,11 +196,7 @@ def test_a_suggestion_holds_while_the_wait_stays_within_its_noise():
 
     fresh, detail = input_bound()
     assert fresh["suggested_range"] == [5, 6] and fresh["suggested_workers"] == 5 == fresh["workers_needed"]
-    # two reports may differ by one: how long a window gives one count (its errors shrink as its root)
-    assert "(any of 5-6 fits the measured figures; about 45 s of samples narrow it to one: dltop snapshot" in detail
-    # its 30 s of samples half as many again: one count
-    longer = diagnose(bound_window(60.0, workers=2, cpu=20.0, ticks=10, samples=600))
-    assert [f.evidence["suggested_range"] for f in longer if f.id == "input-bound"] == [[5, 5]]
+    assert "(any of 5-6 fits the measured figures)" in detail
     held, _ = input_bound({(1, "Images"): ShownAdvice(6, "2026-01-01T00:00:05+00:00")})
     assert held["suggested_workers"] == 6 and held["change_reason"] is None  # within the noise: it holds
     moved, now = input_bound({(1, "Images"): ShownAdvice(16, "2026-01-01T00:00:05+00:00")})

@@ -97,7 +97,7 @@ def test_a_slow_store_read_for_10_s_gets_a_provisional_count_that_the_other_repo
         assert ev["provisional"] and "(provisional: any of" in found.suggestion
         low, high = other.evidence["suggested_range"]
         assert low <= ev["suggested_workers"] <= high
-        assert "s of samples settle the count (dltop snapshot --duration" in found.detail
+        assert "s of samples settle one count (dltop snapshot --duration" in found.detail
 
 
 def test_a_slow_store_read_long_enough_gets_one_count_near_what_it_needs():
