@@ -633,3 +633,40 @@ def test_a_stopped_run_that_outlives_sigkill_never_holds_up_a_tick(monkeypatch):
         assert (dump.returncode, pyspy._killed) == (-signal.SIGKILL, [])
     finally:
         stacks.close()
+
+
+def test_a_snapshot_reads_the_trainers_wait_over_all_of_its_watch(monkeypatch):
+    """A live view and the exporter judge a trainer's recent past (30 s of its samples); a
+    snapshot's report is over its whole watch, so a longer one narrows the wait's error (a 190 s
+    snapshot of io-5 read its wait from the last 30 s alone: ±1.3 points where all of it gives
+    about ±0.5)."""
+    from dltop.collect.stacks.trainer_time import TrainerSamples
+
+    waiting = make_frame("poll", "/usr/lib/python3.11/multiprocessing/connection.py", 1)
+    kept = {}
+    for watcher in (LIVE_VIEW, SNAPSHOT):
+        trainer = TrainerSamples(history_s=watcher.trainer_history_s)
+        for second in range(190):
+            trainer.add([(waiting,)] * 10, set(), float(second), second + 1.0, None)
+        spent = trainer.time()
+        assert spent is not None
+        kept[watcher] = spent.window_s
+    assert kept[LIVE_VIEW] == pytest.approx(31.0) and kept[SNAPSHOT] == pytest.approx(190.0)
+    # the sampler keeps each trainer's samples as its watcher says
+    monkeypatch.setattr(pyspy.subprocess, "Popen", lambda *args, **kwargs: _gone())
+    monkeypatch.setattr(pyspy, "_killed", [])
+    for watcher in (LIVE_VIEW, SNAPSHOT):
+        stacks = sampler.StackSampler(JOB, py_spy="py-spy", austin="", clock=lambda: 0.0, wall=lambda: WALL)
+        stacks.watcher = watcher
+        try:
+            stacks.update([(JOB, 1, "trainer", (0, 0, 0))])
+            assert stacks.procs[JOB].trainer_samples.history_s == watcher.trainer_history_s
+        finally:
+            stacks.close()
+
+
+def _gone() -> _SlowToDie:
+    """A py-spy run that has already ended."""
+    run = _SlowToDie()
+    run.gone = True
+    return run

@@ -197,6 +197,7 @@ class StackSampler:
             proc = self.procs.get(pid)
             if proc is None:
                 proc = self.procs[pid] = ProcessStacks(pid, ticks, role)
+                proc.trainer_samples.history_s = self.watcher.trainer_history_s
             proc.role = role
             self._read_schedstat(proc, now, schedstat)
             self._collect(proc, now)

@@ -47,10 +47,13 @@ class TrainerWindow:
 
 @dataclass
 class TrainerSamples:
-    """A trainer's main-thread samples over the last ``TRAINER_TIME_HISTORY_S``, and what its
-    samples showed of its DataLoader."""
+    """A trainer's main-thread samples over the last ``history_s``, and what its samples showed of
+    its DataLoader."""
 
     windows: deque[TrainerWindow] = field(default_factory=deque)  # newest last
+    # how long windows are kept: a live view's recent past; None, a snapshot's whole watch (the
+    # figures it reports are over all of it, and a longer watch than the history narrows nothing)
+    history_s: Optional[float] = TRAINER_TIME_HISTORY_S
     windows_done: int = 0
     in_epoch_start: bool = False  # the last sample was in an epoch's start-up
     pin_thread: Optional[bool] = None  # a thread of the last window ran _pin_memory_loop
@@ -82,7 +85,7 @@ class TrainerSamples:
             TrainerWindow(began, now, Counter(phases), Counter(samples), flips, pairs, receiving, handling)
         )
         self.windows_done += 1
-        while self.windows and now - self.windows[0].ended > TRAINER_TIME_HISTORY_S:
+        while self.windows and self.history_s is not None and now - self.windows[0].ended > self.history_s:
             self.windows.popleft()
 
     def saw(self, stacks: set[tuple[Frame, ...]]) -> None:
