@@ -13,10 +13,10 @@ its own pace (R: of the wait, the share spent handling a batch, which stays at a
 cgroup quota, less what the machine's other processes keep; every process of the job summed, so
 ranks sharing a node share its CPUs; a batch costs the same CPU whatever N, and N workers never use
 more than N cores, which the third term keeps); what N workers supply, each working the share
-``busy`` of its time now (all of it where the trainer surely waits: ``working``); and what stops
-more workers from helping (memory, a saturated disk, an iterable source's parts, a GIL: ``caps``,
-workers at most). With num_workers=0 the trainer fetches itself: the fetch, a share W of its
-time, moves to the workers (N / W), and its CPU is already in J.
+``busy`` of its time now (all of it where the trainer surely waits for batches not made yet:
+``working``); and what stops more workers from helping (memory, a saturated disk, an iterable
+source's parts, a GIL: ``caps``, workers at most). With num_workers=0 the trainer fetches itself:
+the fetch, a share W of its time, moves to the workers (N / W), and its CPU is already in J.
 
 A faster job keeps its CPUs busier, and its processes that sleep between bursts of CPU wait longer
 for one each time they wake (``queueing.py``): each second of such a process's CPU per batch
@@ -215,10 +215,11 @@ class Capacity:
     @property
     def working(self) -> float:
         """The share of its time a worker works, as the model reads it: all of it where the trainer
-        surely waits for data, for its workers then deliver all it gets; one idle meanwhile has done
-        the batches it was given and waits while the trainer waits for an earlier one from another
-        (batches come in order): no slack a busier worker would use, and N workers deliver N / N0
-        of now. Else the larger of its stacks' and its CPU's share."""
+        surely waits for batches not made yet (``_starved``), for its workers then deliver all it
+        gets; one idle meanwhile has done the batches it was given and waits while the trainer
+        waits for an earlier one from another (batches come in order): no slack a busier worker
+        would use, and N workers deliver N / N0 of now. Else the larger of its stacks' and its
+        CPU's share."""
         return 1.0 if self._starved else self.figures.working
 
     @functools.cached_property
