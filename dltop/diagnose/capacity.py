@@ -276,12 +276,11 @@ class Capacity:
         k, f, x = self.settings.capacity_errors * self.error_scale, self.figures, self.central
         w_err = k * (wait_error(self.loader) or 0.0)
         wait = (max(0.0, x.wait - w_err), min(x.wait + w_err, self.settings.max_wait_share))
-        # a worker's working share: its CPU is a floor of it, and its stacks say at most all of its
-        # time (all of it, where the trainer surely waits: ``working``)
-        busy = (max(0.0, f.busy - self.busy_freed - k * f.busy_error, f.cpu - k * f.cpu_error),
-                max(min(1.0, f.busy - self.busy_freed + k * f.busy_error), f.cpu + k * f.cpu_error))  # fmt: skip
-        if self._starved:
-            busy = (x.busy, x.busy)
+        # a worker's working share: all of it where the trainer surely waits (``working``); else its
+        # CPU is a floor of it, and its stacks say at most all of its time
+        busy = (x.busy, x.busy) if self._starved else (
+            max(0.0, f.busy - self.busy_freed - k * f.busy_error, f.cpu - k * f.cpu_error),
+            max(min(1.0, f.busy - self.busy_freed + k * f.busy_error), f.cpu + k * f.cpu_error))  # fmt: skip
         moved = [
             (x._replace(wait=wait[0]), x._replace(wait=wait[1])),
             (x._replace(busy=busy[0]), x._replace(busy=busy[1])),
