@@ -145,14 +145,13 @@ class Capacity:
         the sending worker for each storage), the part that waits for that worker's GIL. The
         handshake is answered by a thread of the worker, which waits for the GIL while the worker's
         own Python holds it; more workers give each slack, and that wait goes. The worker holds the
-        GIL at most the share of its busy time it is on a CPU or waiting for one (a thread the
-        kernel preempts keeps the GIL), so that share of the receiving goes. (Workers that read,
+        GIL at most the share of its time it is on a CPU or waiting for one (a thread the kernel
+        preempts keeps the GIL), so that share of the receiving goes. (Workers that read,
         then compute in Python, show the other side, unseen here: now the handshake comes as a
         worker starts its read; with workers to spare, anywhere in its cycle: docs/findings.md.)"""
         rebuilding, handling = self._handling
         f = self.figures
-        holding = min(1.0, (f.cpu + f.cpu_wait) / f.busy) if f.busy > 0 else 1.0
-        return handling - rebuilding * holding
+        return handling - rebuilding * min(1.0, f.cpu + f.cpu_wait)
 
     @functools.cached_property
     def _handling(self) -> tuple[float, float]:
@@ -224,12 +223,13 @@ class Capacity:
 
     @functools.cached_property
     def _starved(self) -> bool:
-        """The trainer waits for batches its workers have not made yet beyond its noise and
-        too-many-workers' line: its wait less its handling of batches that came (a trainer that
-        only handles what comes has workers to spare, however its wait reads)."""
+        """The trainer waits for its workers beyond its noise and too-many-workers' line: its wait
+        less the handling of batches that stays at any count (``receiving``). A trainer that only
+        handles what comes has workers to spare, however its wait reads; one whose handshake waits
+        for its workers' GIL waits for their work (cpu-bound workers that fill it)."""
         if not self.workers or self.wait is None:
             return False
-        waiting = self.wait - self._handling[1]
+        waiting = self.wait - self.receiving
         return surely_above(waiting, wait_error(self.loader), self.settings.too_many_wait_percent)
 
     @property
