@@ -16,11 +16,11 @@ INSTALL_HINT = f"{install_hint('bench')} (it brings PyTorch; or install torch as
 # How far a twin's ratio (``dltop bench <a finding's bench_args>``, the TUI's ``b``) was from the real
 # job's ratio at the same two settings, on dltop's truth harness (tests/jobs/train.py and the
 # imagenet-like job on 2 CPUs, the job's own batches/s with nothing attached, medians of alternating
-# runs, 34 configurations, three times): the largest error where
-# samples wait on I/O (or partly), and where they are CPU-bound (the twin's CPU competes with
-# whatever else runs on the machine, at its own 20 ms step).
-TWIN_WAITING_ERROR_PERCENT = 18
-TWIN_CPU_ERROR_PERCENT = 51
+# runs, 34 configurations, its last three full runs): the largest error where samples wait on I/O
+# (or partly), and where they are CPU-bound (the twin's CPU competes with whatever else runs on the
+# machine, at its own 20 ms step).
+TWIN_WAITING_ERROR_PERCENT = 16
+TWIN_CPU_ERROR_PERCENT = 28
 TWIN_TRUST = (
     f"How far to trust a twin: on dltop's test jobs (2 CPUs) its ratio was within {TWIN_WAITING_ERROR_PERCENT}% of"
     f" the real job's where samples wait on I/O, and up to {TWIN_CPU_ERROR_PERCENT}% off where they are CPU-bound."
