@@ -214,7 +214,7 @@ class Capacity:
     @property
     def working(self) -> float:
         """The share of its time a worker works, as the model reads it: all of it where the trainer
-        surely waits for batches not made yet (``_starved``), for its workers then deliver all it
+        surely waits for its workers' work (``_starved``), for its workers then deliver all it
         gets; one idle meanwhile has done the batches it was given and waits while the trainer
         waits for an earlier one from another (batches come in order): no slack a busier worker
         would use, and N workers deliver N / N0 of now. Else the larger of its stacks' and its
