@@ -13,7 +13,7 @@ its own pace (R: of the wait, the share spent handling a batch, which stays at a
 cgroup quota, less what the machine's other processes keep; every process of the job summed, so
 ranks sharing a node share its CPUs; a batch costs the same CPU whatever N, and N workers never use
 more than N cores, which the third term keeps); what N workers supply, each working the share
-``busy`` of its time now (all of it where the trainer surely waits for batches not made yet:
+``busy`` of its time now (all of it where the trainer surely waits for its workers' work:
 ``working``); and what stops more workers from helping (memory, a saturated disk, an iterable
 source's parts, a GIL: ``caps``, workers at most). With num_workers=0 the trainer fetches itself:
 the fetch, a share W of its time, moves to the workers (N / W), and its CPU is already in J.

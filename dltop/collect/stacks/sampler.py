@@ -196,8 +196,8 @@ class StackSampler:
         for pid, ticks, role, schedstat in members:
             proc = self.procs.get(pid)
             if proc is None:
-                proc = self.procs[pid] = ProcessStacks(pid, ticks, role)
-                proc.trainer_samples.history_s = self.watcher.trainer_history_s
+                kept = TrainerSamples(history_s=self.watcher.trainer_history_s)
+                proc = self.procs[pid] = ProcessStacks(pid, ticks, role, trainer_samples=kept)
             proc.role = role
             self._read_schedstat(proc, now, schedstat)
             self._collect(proc, now)
