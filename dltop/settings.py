@@ -66,11 +66,9 @@ class Settings:
     too_many_wait_percent: float = 5.0
     idle_workers_percent: float = 25.0
     fewer_workers_headroom: float = 1.5  # keep 50% more workers than the mean load needs
-    # the capacity model: cores a trainer's other threads use before they count as intra-op work; the
-    # speed-up the CPUs allow below which the job is CPU-bound; where a wait's upper spread stops (the
-    # pace model divides by 1 - W); the CPU share of a busy worker below which it waits on I/O; the
-    # share of available memory more workers may take
-    intra_op_cpu: float = 0.25
+    # the capacity model: the speed-up the CPUs allow below which the job is CPU-bound; where a wait's
+    # upper spread stops (the pace model divides by 1 - W); the CPU share of a busy worker below which
+    # it waits on I/O; the share of available memory more workers may take
     cpu_bound_speedup: float = 1.15
     max_wait_share: float = 0.99
     io_bound_cpu_share: float = 0.5

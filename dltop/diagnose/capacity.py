@@ -536,10 +536,21 @@ class Capacity:
 
     @property
     def intra_op_threads(self) -> bool:
-        """The trainer's threads beside its main one use ``intra_op_cpu`` cores or more, within
-        their error: intra-op work, not a queue's feeder thread or a logger's."""
-        k = self.settings.capacity_errors * self.error_scale
-        return self.trainer_threads_cpu + k * self.trainer_threads_error >= self.settings.intra_op_cpu
+        """The trainer's native threads beside its main one (its Python threads are not counted:
+        ``trainer_threads_cpu``) surely use CPU: what cutting them gains decides (``trainer_threads``)."""
+        return self._threads_low > 0
+
+    @property
+    def threads_take_cpus(self) -> bool:
+        """Its intra-op threads surely use more of a rank's CPUs than ``dltop bench`` tells from noise
+        (``same_pace_share`` of them): cutting them frees CPUs that matter, whatever the job waits for."""
+        per_rank = self.cpus_per_rank
+        return per_rank is not None and self._threads_low >= self.settings.same_pace_share * per_rank
+
+    @property
+    def _threads_low(self) -> float:
+        """The cores its intra-op threads use, less their error."""
+        return self.trainer_threads_cpu - self.settings.capacity_errors * self.error_scale * self.trainer_threads_error
 
     def trainer_threads(self) -> Optional[int]:
         """OMP_NUM_THREADS for the trainer when its intra-op threads take CPUs its workers need: the

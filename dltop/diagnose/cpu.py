@@ -39,7 +39,7 @@ def cpu_oversubscribed(window: Window, settings: Settings) -> list[Finding]:
     # 2 measured 0.76x). Only below too-many-workers' line does it have workers to spare.
     line = settings.too_many_wait_percent
     starving = [c for c in caps if c.wait is not None and surely_above(c.wait, wait_error(c.loader), line)]
-    threads = next((c for c in caps if c.intra_op_threads), None)
+    threads = next((c for c in caps if c.threads_take_cpus), None)
     advice = _advice(caps, threads, bool(starving), allowed / ranks, ranks)
     ranks_text = f" across {ranks} ranks ({allowed / ranks:.1f} CPUs per rank)" if ranks > 1 else ""
     return [

@@ -270,11 +270,11 @@ def test_intra_op_threads_are_cut_with_the_workers_that_will_fill_the_cpus():
     )
 
 
-def test_intra_op_threads_near_their_line_are_cut_where_cutting_them_surely_gains():
-    """pytorch/examples' imagenet at -j 2 on 2 CPUs, read twice: its intra-op threads used 0.24,
-    then 0.26 cores beside the 0.25 line; one read asked for OMP_NUM_THREADS=1 (1.16x), the other
-    for nothing. Measured with nothing attached: 1.16x. Threads within their error of the line are
-    judged by what cutting them gains; threads surely under it are not intra-op work."""
+def test_intra_op_threads_are_cut_where_cutting_them_surely_gains_whatever_they_use():
+    """pytorch/examples' imagenet at -j 2 on 2 CPUs, read in several runs: its intra-op threads used
+    0.21 to 0.28 cores; a 0.25-core line asked for OMP_NUM_THREADS=1 in some reads and for nothing in
+    others (measured with nothing attached: 1.22x). No line of cores decides, the gain does: every
+    read asks for it, and threads that free too little to tell from noise stay."""
 
     def input_bound(threads_per_tick, cpus=2.0, wait=56.0):
         ticks = bound_window(wait, workers=2, cpu=74.0, cpus_allowed=cpus, trainer_main_cpu=25.0, ticks=11,
@@ -291,8 +291,10 @@ def test_intra_op_threads_near_their_line_are_cut_where_cutting_them_surely_gain
     either_side = input_bound([14.0, 34.0])  # a mean of 0.24 cores, read ±0.035
     assert either_side["trainer_threads_cpu"] == 0.24 and either_side["change"]["OMP_NUM_THREADS"] == 1
     assert either_side["predicted_speedup"] > 1.05 and either_side["binding"] == "cpus"
-    assert input_bound([26.0])["change"]["OMP_NUM_THREADS"] == 1
-    assert "OMP_NUM_THREADS" not in (input_bound([24.0])["change"] or {})  # surely under the line
+    for steady in (21.0, 24.0, 28.0):
+        assert input_bound([steady])["change"] == either_side["change"]
+    # 0.03 cores freed of the job's 1.8: 2%, which no run could tell from noise
+    assert "OMP_NUM_THREADS" not in (input_bound([3.0])["change"] or {})
     # the CPUs bind, but only just below the trainer's own pace: cutting 0.4 cores of threads would
     # gain 1.5%, which no run could tell from noise: they stay
     near_pace = input_bound([40.0], cpus=2.8, wait=30.0)

@@ -127,7 +127,7 @@ FINDINGS_FIGURES = [
     ("ceil(N × working × {})", f"{DEFAULTS.fewer_workers_headroom:g}"),
     ("or within {} of it where that is wider", _percent(DEFAULTS.same_pace_share)),
     ("the detail names them from {} cores", f"{DEFAULTS.others_cpu_worth_saying:g}"),
-    ("threads use {} cores or more and the CPUs bind", f"{DEFAULTS.intra_op_cpu:g}"),
+    ("surely use more than {} of a rank's CPUs", _percent(DEFAULTS.same_pace_share)),
     (
         "autocorrelation of the trainer's waiting / not-waiting samples (read up to {})",
         f"{DEFAULTS.max_autocorrelation:g}",
