@@ -292,13 +292,16 @@ class Collector:
                     self.startups.ready(s.pid, stats[s.pid].start_ticks, now - (wall - seen.wall))
 
     def _with_main_thread(self, sample: ProcessSample, start_ticks: int, now: float) -> ProcessSample:
-        """A trainer's main thread CPU alone (schedstat): what it uses beyond that runs in other
-        threads, mostly torch's intra-op pool, which competes with the workers for CPUs."""
+        """A trainer's main thread CPU alone (schedstat), and its Python threads' (the stacks'):
+        what it uses beyond those runs in native threads, mostly torch's intra-op pool, which
+        competes with the workers for CPUs."""
         reading = self.processes.schedstats.get((sample.pid, start_ticks))
         if reading is None or sample.state == "zombie":
             return sample
         share = self._main_threads.share((sample.pid, start_ticks), reading[0], now)
-        return sample if share is None else replaced(sample, main_thread_cpu_percent=share)
+        python = self.stacks.python_threads_cpu(sample.pid)
+        return sample if share is None else replaced(sample, main_thread_cpu_percent=share,
+                                                     python_threads_cpu_percent=python)  # fmt: skip
 
     def _last_known(self, pid: int) -> tuple:
         """(activity, stack) of a worker that just went away, from its last dump."""

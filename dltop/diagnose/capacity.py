@@ -114,7 +114,7 @@ class Capacity:
     cpus_per_rank: Optional[float]  # the CPUs allowed shared by the trainers (ranks) on them
     job_cpu: Optional[float]  # cores the job's trainers and workers use (figures.job_cpu), window mean
     trainer_cpu: float  # this trainer, window mean
-    trainer_threads_cpu: float  # its threads beyond the main one (intra-op), window mean
+    trainer_threads_cpu: float  # its native threads beyond the main one (intra-op), window mean
     caps: dict[str, int]  # memory | disk | parts | gil -> workers at most
     missing: Optional[str]  # what the model lacks to give a number, in words
     job_cpu_error: float = 0.0  # one standard error of job_cpu
@@ -613,14 +613,16 @@ def capacity(window: Window, loader: LoaderSample, settings: Settings) -> Capaci
     system = latest.system
     allowed = system.cpus_allowed if system is not None else None
     ranks = max(1, sum(1 for p in latest.processes if p.role == "trainer" and p.state not in ENDED))
-    job_cores, trainer_cpu, main_cpu, main_wait = cpu_means(window, loader.trainer_pid)
+    job_cores, trainer_cpu, main_cpu, main_wait, python_cpu = cpu_means(window, loader.trainer_pid)
     cpu_ticks = window.per_tick(cpu_figures, loader.trainer_pid)[1:]  # rates need a tick before them
     job_error = tick_error([t[0] for t in cpu_ticks if t[0] is not None], settings.max_autocorrelation)
-    threads_error = tick_error([t[1] - t[2] for t in cpu_ticks if t[1] is not None and t[2] is not None],
-                               settings.max_autocorrelation)  # fmt: skip
+    native = [t[1] - t[2] - (t[4] or 0.0) for t in cpu_ticks if t[1] is not None and t[2] is not None]
+    threads_error = tick_error(native, settings.max_autocorrelation)
     trainer_cpu = trainer_cpu or 0.0
-    pipeline_cpu = (pipeline_cores(window, loader) or 0.0) if threads else 0.0  # not intra-op work
-    threads_cpu = max(0.0, trainer_cpu - main_cpu - pipeline_cpu) if main_cpu is not None else 0.0
+    # not intra-op work: its Python threads (a pipeline's among them), or, unread, its pipeline's threads
+    if python_cpu is None:
+        python_cpu = (pipeline_cores(window, loader) or 0.0) if threads else 0.0
+    threads_cpu = max(0.0, trainer_cpu - main_cpu - python_cpu) if main_cpu is not None else 0.0
     missing = _missing(wait, workers, figures, allowed, job_cores, threads)
     caps, parts_source = _caps(window, loader, workers, figures, settings)
     per_rank = allowed / ranks if allowed else None

@@ -149,15 +149,14 @@ def column_means(rows: Iterable[tuple[Optional[float], ...]], width: int) -> tup
     return tuple(_mean([v for v in column if v is not None]) for column in columns)
 
 
-def cpu_figures(
-    snap: Snapshot, trainer_pid: int
-) -> tuple[Optional[float], Optional[float], Optional[float], Optional[float]]:
+def cpu_figures(snap: Snapshot, trainer_pid: int) -> tuple[Optional[float], ...]:
     """(job's cores, the trainer's cores, its main thread's cores, the share of the time its main
-    thread waits runnable for a CPU) at one tick (the job's worked out once a tick, not once per
-    trainer)."""
+    thread waits runnable for a CPU, its Python threads' cores beside the main one) at one tick
+    (the job's worked out once a tick, not once per trainer)."""
     main_thread = process_share(snap, trainer_pid, "main_thread_cpu_percent")
     waiting = process_share(snap, trainer_pid, "cpu_wait_percent")
-    return of_tick(snap, job_cpu), process_share(snap, trainer_pid), main_thread, waiting
+    python = process_share(snap, trainer_pid, "python_threads_cpu_percent")
+    return of_tick(snap, job_cpu), process_share(snap, trainer_pid), main_thread, waiting, python
 
 
 def cpu_means(window: Window, trainer_pid: int) -> tuple[Optional[float], ...]:
@@ -167,7 +166,7 @@ def cpu_means(window: Window, trainer_pid: int) -> tuple[Optional[float], ...]:
 
 
 def _cpu_means(window: Window, trainer_pid: int) -> tuple[Optional[float], ...]:
-    return column_means(window.per_tick(cpu_figures, trainer_pid)[1:], width=4)
+    return column_means(window.per_tick(cpu_figures, trainer_pid)[1:], width=5)
 
 
 def others_cores(snap: Snapshot) -> Optional[float]:

@@ -17,6 +17,7 @@ PROCESS_RATES = (
     "cpu_percent",
     "cpu_wait_percent",
     "main_thread_cpu_percent",
+    "python_threads_cpu_percent",
     "unseen_children_cpu_percent",
     "read_bytes_per_s",
     "write_bytes_per_s",

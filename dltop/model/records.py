@@ -90,7 +90,10 @@ class ProcessSample:
     state: ProcessState
     cpu_percent: Optional[float] = None  # 100 = one core
     cpu_wait_percent: Optional[float] = None  # main thread runnable but waiting for a CPU; 100 = the whole time
-    main_thread_cpu_percent: Optional[float] = None  # trainers: the main thread alone (the rest: intra-op threads)
+    main_thread_cpu_percent: Optional[float] = None  # trainers: the main thread alone
+    # trainers: their Python threads beside the main one (a queue's feeder, pin memory, a logger); the
+    # rest of their CPU beyond the main thread's is native threads, mostly torch's intra-op pool
+    python_threads_cpu_percent: Optional[float] = None
     # CPU of its children that exited since the last tick beyond what their own readings showed
     # (workers too short-lived for a tick: the job's CPU would miss it)
     unseen_children_cpu_percent: Optional[float] = None

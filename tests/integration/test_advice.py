@@ -117,6 +117,20 @@ def test_workers_fighting_for_one_cpu_are_oversubscribed(start_job, attach):
     assert "num_workers=1" in finding.suggestion and finding.pids == [job.pid]
 
 
+def test_a_python_thread_beside_the_trainers_main_one_is_not_intra_op_work(start_job, attach):
+    """A trainer whose log compressor (a Python thread: zlib, the GIL released) uses about half a
+    core, beside one CPU-bound worker on 2 CPUs: OMP_NUM_THREADS would leave that thread as it is,
+    so none of its CPU counts as intra-op threads and no fewer of them are asked for."""
+    job = start_job("--workers", "1", "--persistent", "--sample-ms", "6", "--step-ms", "5", "--busy-thread")
+    job.wait_workers(1)
+    ticks, findings = watch(attach(job.pid), lambda t, f: len(t) >= 16 and "input-bound" in ids(f), 60, "input-bound")
+    python = [p.python_threads_cpu_percent for t in ticks[4:] for p in t.processes if p.pid == job.pid]
+    assert all(share is not None for share in python) and sorted(python)[len(python) // 2] >= 20, python
+    (finding,) = [f for f in findings if f.id == "input-bound"]
+    assert finding.evidence["trainer_threads_cpu"] < 0.15, finding.evidence
+    assert "OMP_NUM_THREADS" not in (finding.evidence["change"] or {}), finding.suggestion
+
+
 def test_one_steady_job_gets_one_suggestion_in_the_live_view_and_in_two_reports(start_job):
     """The demo's input-bound job watched live for 20 s: the suggestion shown moves only as its
     evidence firms up past the noise it was first shown within (the window grows from 1 s to 20 s:

@@ -81,6 +81,18 @@ def _wait_for_peers(seconds: float) -> None:
     threading.Event().wait(seconds)
 
 
+def _compress_half_the_time() -> None:
+    """A trainer's side thread that uses CPU beside its main one, as a log or checkpoint
+    compressor does: Python, not torch's intra-op pool (OMP_NUM_THREADS leaves it)."""
+    import zlib
+
+    data = os.urandom(1 << 18)
+    while True:
+        began = time.perf_counter()
+        zlib.compress(data, 6)
+        time.sleep(time.perf_counter() - began)
+
+
 def _ddp_step(features: int):
     """A real DistributedDataParallel step over gloo: each rank's backward() waits in the gradient
     all-reduce for every other rank (the slowest sets the pace)."""
@@ -115,6 +127,8 @@ def knobs() -> argparse.ArgumentParser:
     extra.add_argument("--stall-s", type=float, default=3600.0, help="how long the trainer stalls")
     extra.add_argument("--fail-after", type=int, help="rank 0 of torchrun's first attempt exits 1 after this many "
                        "batches: a crash that `torchrun --max-restarts` restarts every rank for")  # fmt: skip
+    extra.add_argument("--busy-thread", action="store_true",
+                       help="a Python thread of the trainer compresses (zlib, no GIL) half its time")  # fmt: skip
     extra.add_argument("--report", help="directory for ground-truth pid files")
     return extra
 
@@ -148,6 +162,8 @@ class SuiteJob(DemoJob):
         record(args.report, "trainer", rank=self.rank)
         super().prepare()
         self.ddp = _ddp_step(args.sample_kb * 256) if args.ddp else None
+        if args.busy_thread:
+            threading.Thread(target=_compress_half_the_time, name="log-compressor", daemon=True).start()
         self.val = self.loader("val", args.val_workers) if args.val_workers else None
         self.clock = Clock(args.report, rank=self.rank, world_size=int(os.environ.get("WORLD_SIZE", "1")))
         self.done = 0  # batches

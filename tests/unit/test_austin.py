@@ -28,7 +28,7 @@ LINES = [
 
 def test_austin_lines_split_into_main_thread_samples_and_other_stacks():
     cache: dict = {}
-    main, others, threads = parse_samples(LINES, 356, cache)
+    main, others, threads, tids = parse_samples(LINES, 356, cache)
     # in time order; a sample with no Python frames is empty, one Austin could not read is dropped
     assert [len(s) for s in main] == [5, 2, 0]
     assert [trainer_phase(list(s)) for s in main] == ["waiting-for-data", "running", "running"]
@@ -38,7 +38,8 @@ def test_austin_lines_split_into_main_thread_samples_and_other_stacks():
     # thread 1356 is not the main thread 356 though its id ends the same
     assert {s[-1].function for s in others} == {"Condition.wait", "helper"}
     assert threads == {}  # counted by thread only where asked (a thread pipeline's trainer)
-    again, _, _ = parse_samples(LINES, 356, cache)
+    assert tids == {389, 1356}  # every other thread that ran Python: its CPU is not intra-op work
+    again = parse_samples(LINES, 356, cache).main
     assert again[0][0] is waiting[0]  # frames are made once
 
 

@@ -4,6 +4,7 @@ exited) on recorded stacks and a fake /proc."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
@@ -33,8 +34,8 @@ LINES = [
 
 
 def test_austin_counts_each_threads_samples_by_stack_and_keeps_its_newest():
-    main, others, by_thread = parse_samples(LINES, 7, {}, by_thread=True)
-    assert len(main) == 1 and set(by_thread) == {11, 12}
+    main, others, by_thread, tids = parse_samples(LINES, 7, {}, by_thread=True)
+    assert len(main) == 1 and set(by_thread) == {11, 12} == tids
     eleven = by_thread[11]
     assert sorted(eleven.counts.values()) == [1, 2] and eleven.newest[-1].function == "load"
     assert by_thread[12].newest[-1].function == "load"  # the last of thread 12's lines, not its first
@@ -44,8 +45,8 @@ def test_austin_counts_each_threads_samples_by_stack_and_keeps_its_newest():
 
 def test_py_spy_record_gives_each_thread_its_samples_and_python_name():
     text = (PYSPY / "pipeline_spdl_record.json").read_text()
-    main, others, by_thread = parse_record(text, 30451)
-    assert len(main) == 21 and 30451 not in by_thread
+    main, others, by_thread, tids = parse_record(text, 30451)
+    assert len(main) == 21 and 30451 not in by_thread and tids == set(by_thread)
     assert {w.name for w in by_thread.values()} == {
         "spdl_event_loop_thread", "spdl_sync_source", *(f"spdl_worker_thread__{i}" for i in range(4))
     }  # fmt: skip
@@ -219,3 +220,35 @@ def test_names_are_asked_for_when_a_thread_has_none_at_most_every_10_s(torchdata
     assert not threads.wants_names(9.0) and threads.wants_names(10.0)
     threads.named({21: "Thread-2 (_apply_udf)"})
     assert not threads.wants_names(20.0)
+
+
+def test_a_trainers_python_threads_cpu_is_read_from_their_own_files_and_forgotten_when_they_end():
+    """This process's own threads, read from /proc: one that spins counts its CPU, one that sleeps
+    next to nothing; once both end, nothing is read (0, not a stale figure)."""
+    import threading
+    import time
+
+    from dltop.collect.stacks.python_threads import PythonThreads
+
+    done = threading.Event()
+
+    def spin() -> None:
+        while not done.is_set():
+            sum(range(1000))
+
+    spinning, sleeping = threading.Thread(target=spin), threading.Thread(target=done.wait)
+    spinning.start(), sleeping.start()
+    try:
+        threads = PythonThreads()
+        assert threads.cpu_percent is None  # no samples yet: unknown, not none
+        threads.saw({spinning.native_id, sleeping.native_id})
+        threads.read(os.getpid(), time.monotonic())
+        assert threads.cpu_percent is None  # each counted from its second reading
+        time.sleep(0.5)
+        threads.read(os.getpid(), time.monotonic())
+        assert threads.cpu_percent is not None and 5.0 < threads.cpu_percent <= 110.0
+    finally:
+        done.set()
+        spinning.join(), sleeping.join()
+    threads.read(os.getpid(), time.monotonic())
+    assert threads.cpu_percent == 0.0

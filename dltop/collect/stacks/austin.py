@@ -28,6 +28,7 @@ from typing import Iterator, Optional
 from dltop.collect.stacks.pyspy import (
     PySpyRun,
     RunResult,
+    Sampled,
     Stack,
     ThreadStack,
     ThreadWindow,
@@ -103,11 +104,9 @@ class StreamRun(PySpyRun):
         return super()._finish(result)
 
 
-def parse_samples(
-    lines: list, main_tid: int, frame_cache: dict, by_thread: bool = False
-) -> tuple[list[Stack], set[Stack], dict[int, ThreadWindow]]:
-    """Austin's lines -> ([frames of each main-thread sample, in time order], {frames of the other
-    threads' samples}, and where ``by_thread``: {tid: each other thread's samples}). A line is
+def parse_samples(lines: list, main_tid: int, frame_cache: dict, by_thread: bool = False) -> Sampled:
+    """Austin's lines -> the main thread's samples, the other threads' stacks and ids, and where
+    ``by_thread`` each other thread's samples (``Sampled``). A line is
     ``P<pid>;T<iid>:<tid>;<file>:<function>:<line>;... <µs>`` (``tid``: the native thread id),
     outermost frame first (so frames come out innermost last, as everywhere). ``frame_cache``
     maps a frame's text to its Frame across calls: a trainer repeats a handful of frames. Without
@@ -119,16 +118,20 @@ def parse_samples(
     main: list[Stack] = []
     others: dict[str, Stack] = {}
     counts: dict[str, dict[str, int]] = {}  # thread -> {stack text: samples}, the newest last
+    seen: set[str] = set()  # the other threads
     for _pid, thread, stack in _readable_samples(lines):
         if thread.endswith(main_thread):
             main.append(_frames(stack, frame_cache))
-        elif by_thread:
+            continue
+        seen.add(thread)
+        if by_thread:
             texts = counts.setdefault(thread, {})
             texts[stack] = texts.pop(stack, 0) + 1  # popped and put back: the newest stack comes last
         elif stack not in others:  # idle threads repeat one stack: each judged once
             others[stack] = _frames(stack, frame_cache)
     threads = {tid: _window(texts, frame_cache) for thread, texts in counts.items() if (tid := _tid(thread))}
-    return main, set(others.values()) | stacks_of(threads), threads
+    tids = {tid for thread in seen if (tid := _tid(thread))}
+    return Sampled(main, set(others.values()) | stacks_of(threads), threads, tids)
 
 
 def _window(texts: dict[str, int], frame_cache: dict) -> ThreadWindow:

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from dltop.frames import make_frame
 from dltop.model import Frame
@@ -52,6 +52,15 @@ class ThreadWindow:
     counts: Counter[Stack]  # stack -> samples
     newest: Stack
     name: Optional[str] = None  # Python's name for it, where the sampler gives one (py-spy's)
+
+
+class Sampled(NamedTuple):
+    """A sampling window of a trainer, as Austin's lines and py-spy's record give it."""
+
+    main: list[Stack]  # its main thread's samples, in time order
+    others: set[Stack]  # the distinct stacks of its other threads
+    threads: dict[int, ThreadWindow]  # tid -> each other thread's samples, where counted by thread
+    tids: set[int]  # the OS thread ids of its other threads (they run Python)
 
 
 def stacks_of(others: dict[int, ThreadWindow]) -> set[Stack]:
@@ -145,10 +154,9 @@ def parse_speedscope(text: str) -> dict:
     return threads
 
 
-def parse_record(text: str, pid: int) -> tuple[list[Stack], set[Stack], dict[int, ThreadWindow]]:
-    """A record window's speedscope -> ([frames of each main-thread sample, in time order], {frames
-    of the other threads' samples}, {tid: each other thread's samples, with its name}), as
-    Austin's ``parse_samples`` gives them. Without OS thread ids the main thread is the one named
+def parse_record(text: str, pid: int) -> Sampled:
+    """A record window's speedscope -> its samples, each other thread's with its name, as Austin's
+    ``parse_samples`` gives them. Without OS thread ids the main thread is the one named
     MainThread."""
     threads = parse_speedscope(text)
     named_main = next((tid for tid, (name, _) in threads.items() if name == "MainThread"), pid)
@@ -158,7 +166,7 @@ def parse_record(text: str, pid: int) -> tuple[list[Stack], set[Stack], dict[int
         for tid, (name, ordered) in threads.items()
         if tid != main and ordered
     }
-    return threads.get(main, ("", []))[1], stacks_of(others), others
+    return Sampled(threads.get(main, ("", []))[1], stacks_of(others), others, {tid for tid in others if tid})
 
 
 def failure(stderr: str) -> tuple:

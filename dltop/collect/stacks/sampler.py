@@ -67,8 +67,8 @@ from dltop.collect.stacks.hangs import HangEvidence, RunStart
 from dltop.collect.stacks.pyspy import (
     PySpyRun,
     RunResult,
+    Sampled,
     ThreadStack,
-    ThreadWindow,
     dump_command,
     find_py_spy,
     parse_dump,
@@ -76,6 +76,7 @@ from dltop.collect.stacks.pyspy import (
     reap_killed,
     record_command,
 )
+from dltop.collect.stacks.python_threads import PythonThreads
 from dltop.collect.stacks.threads import PipelineThreads
 from dltop.collect.stacks.trainer_time import TrainerSamples, workers_starting
 from dltop.model import Activity, Frame, Pipeline, TrainerTime, WorkerThread, status_error
@@ -126,6 +127,7 @@ class ProcessStacks:
     sweep: Sweep = field(default_factory=Sweep)
     threads: PipelineThreads = field(default_factory=PipelineThreads)  # trainers whose pipeline runs on threads
     names_run: Optional[PySpyRun] = None  # trainers: a dump for their threads' Python names
+    python_threads: PythonThreads = field(default_factory=PythonThreads)  # trainers: their Python threads' CPU
     on_threads: bool = False  # a trainer whose pipeline runs on threads, as its newest samples say
 
 
@@ -201,6 +203,8 @@ class StackSampler:
             proc.role = role
             self._read_schedstat(proc, now, schedstat)
             self._collect(proc, now)
+            if role == "trainer":
+                proc.python_threads.read(pid, now)
             if proc.on_threads:
                 self._read_threads(proc, now)
         py_spy = self.py_spy
@@ -288,6 +292,11 @@ class StackSampler:
         if proc is None or not proc.on_threads:
             return [], []
         return proc.threads.rows(), proc.threads.exited()
+
+    def python_threads_cpu(self, pid: int) -> Optional[float]:
+        """A trainer's Python threads beside its main one, 100 = one core, since the tick before."""
+        proc = self.procs.get(pid)
+        return proc.python_threads.cpu_percent if proc is not None else None
 
     def activity(self, pid: int) -> Activity:
         proc = self.procs.get(pid)
@@ -403,8 +412,7 @@ class StackSampler:
         """A py-spy record window: priced by what it cost, its samples added as a window."""
         began = _began(proc)
         proc.pricing.price_record(result.cpu_s, now - began.at)
-        samples, others, threads = parse_record(result.text, proc.pid)
-        self._add_window(proc, samples, others, threads, began.at, proc.pricing.rate, now)
+        self._add_window(proc, parse_record(result.text, proc.pid), began.at, proc.pricing.rate, now)
 
     def _take_dump(self, proc: ProcessStacks, threads: list[ThreadStack]) -> None:
         """A dump: the newest stack; a trainer's counts as a sample of its time, a worker's first
@@ -446,10 +454,10 @@ class StackSampler:
         window that ended is priced; one that ended without a sample of a live trainer hands it
         to py-spy windows (Austin's lines name no cause: py-spy's say whether rights are missing)."""
         result = run.poll()
-        samples, others, threads = parse_samples(run.take(), proc.pid, self._frame_cache, by_thread=proc.on_threads)
-        if samples:
-            self._add_window(proc, samples, others, threads, proc.stream_from, proc.pricing.rate, now)
-            proc.pricing.samples += len(samples)
+        sampled = parse_samples(run.take(), proc.pid, self._frame_cache, by_thread=proc.on_threads)
+        if sampled.main:
+            self._add_window(proc, sampled, proc.stream_from, proc.pricing.rate, now)
+            proc.pricing.samples += len(sampled.main)
         proc.stream_from = now
         if result is None and not proc.pricing.samples and run.lines_taken >= STREAM_PROBE_LINES:
             run.kill()  # its main thread is not among what Austin reads
@@ -493,26 +501,19 @@ class StackSampler:
                 trainer.sweep.run = None
                 trainer.sweep.failed = not trainer.sweep.found and not result.gone and _alive(trainer)
 
-    def _add_window(
-        self,
-        proc: ProcessStacks,
-        samples: list[tuple[Frame, ...]],
-        others: set[tuple[Frame, ...]],
-        threads: dict[int, ThreadWindow],
-        began: float,
-        rate: float,
-        now: float,
-    ) -> None:
-        """``samples``: the main thread's, in time order, ``rate`` a second from ``began``;
-        ``others``: the distinct stacks of its other threads; ``threads``: their samples by
-        thread, kept for a trainer whose pipeline runs on threads. Every sample the same stack,
-        window after window: that stack is a streak."""
+    def _add_window(self, proc: ProcessStacks, sampled: Sampled, began: float, rate: float, now: float) -> None:
+        """A trainer's window: its main thread's samples, ``rate`` a second from ``began``; its
+        other threads' stacks, and their samples by thread, kept for a trainer whose pipeline runs
+        on threads; their ids, whose CPU is read from then on. Every sample the same stack, window
+        after window: that stack is a streak."""
+        samples = sampled.main
         intervals = self.startups(proc.pid) if self.startups else []
         starting = workers_starting(intervals, len(samples), began, rate)
-        proc.trainer_samples.add(samples, others, began, now, starting)
+        proc.trainer_samples.add(samples, sampled.others, began, now, starting)
+        proc.python_threads.saw(sampled.tids - {proc.pid})
         proc.on_threads = _on_threads(proc)
         if proc.on_threads:
-            proc.threads.add_window(threads, now)
+            proc.threads.add_window(sampled.threads, now)
         if not samples:
             return
         stacks = Counter(samples)
@@ -668,6 +669,9 @@ class NoStacks:
 
     def pipeline_threads(self, pid: int) -> tuple[list[WorkerThread], list[WorkerThread]]:
         return [], []
+
+    def python_threads_cpu(self, pid: int) -> Optional[float]:
+        return None
 
     def activity(self, pid: int) -> Activity:
         return "unknown"
