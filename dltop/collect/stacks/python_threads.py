@@ -24,6 +24,9 @@ class PythonThreads:
         self._last: dict[int, Optional[tuple[float, int]]] = {}  # tid -> (clock, run ns) of its last reading
         self.cpu_percent: Optional[float] = None  # all of them, 100 = one core, since the tick before
         self._fed = False  # samples came: no thread named is none
+        self.schedstats: dict[
+            int, tuple[int, int, int]
+        ] = {}  # tid -> this tick's schedstat (a pipeline's threads reuse it)
 
     def saw(self, tids: Iterable[int]) -> None:
         """Threads a window of its samples showed running Python (its main thread excluded by the caller)."""
@@ -37,14 +40,16 @@ class PythonThreads:
         """Their CPU since the tick before, of the threads read both times: 0 where its samples named
         none, None where none was read twice yet."""
         used_ns, spans = 0, []
+        self.schedstats = {}
         for tid, last in list(self._last.items()):
             try:
-                run_ns = procfs.read_thread_schedstat(pid, tid)[0]
+                self.schedstats[tid] = procfs.read_thread_schedstat(pid, tid)
             except (FileNotFoundError, ProcessLookupError):
                 del self._last[tid]
                 continue
             except (OSError, ValueError, IndexError):
                 continue  # another user's trainer
+            run_ns = self.schedstats[tid][0]
             if last is not None and now > last[0]:
                 used_ns += max(0, run_ns - last[1])
                 spans.append(now - last[0])

@@ -442,7 +442,7 @@ class StackSampler:
 
     def _read_threads(self, proc: ProcessStacks, now: float) -> None:
         """A thread pipeline's trainer: its threads' /proc files, and the names a dump brought."""
-        proc.threads.read(proc.pid, now, self._wall())
+        proc.threads.read(proc.pid, now, self._wall(), proc.python_threads.schedstats)
         result = proc.names_run.poll() if proc.names_run is not None else None
         if result is not None:
             proc.names_run = None

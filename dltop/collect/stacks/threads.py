@@ -84,13 +84,16 @@ class PipelineThreads:
             while now - thread.windows[0][0] > TRAINER_TIME_HISTORY_S:
                 thread.windows.popleft()
 
-    def read(self, pid: int, now: float, wall: float) -> None:
-        """Each kept thread's CPU since the last tick and whether it ran; one whose files went
+    def read(
+        self, pid: int, now: float, wall: float, schedstats: Optional[dict[int, tuple[int, int, int]]] = None
+    ) -> None:
+        """Each kept thread's CPU since the last tick and whether it ran (its schedstat from
+        ``schedstats`` where this tick read it already); one whose files went
         (``/proc/<pid>/task/<tid>`` no longer there) is exited from ``wall``."""
         for tid, thread in list(self._threads.items()):
             try:
                 stat = procfs.read_thread_stat(pid, tid)
-                run_ns, _, slices = procfs.read_thread_schedstat(pid, tid)
+                run_ns, _, slices = (schedstats or {}).get(tid) or procfs.read_thread_schedstat(pid, tid)
             except (FileNotFoundError, ProcessLookupError):
                 del self._threads[tid]
                 self._exited.append((now, self._row(thread, gone_at=iso(wall))))
