@@ -76,15 +76,12 @@ class Settings:
     # gil-bound: a thread pipeline's threads and the trainer's main thread together use at least
     # this many cores (Python runs one thread of a process at a time: a core, less the GIL's hand-offs
     # and the sampling noise of /proc's tick-counted times) and at most the ceiling (beyond it their
-    # work runs outside the GIL, in parallel), while the trainer waits for data at least this share
-    # and the threads are busy at least this share of their samples
+    # work runs outside the GIL, in parallel), the threads most of it, busy at least this share of
+    # their samples: the pipeline then runs at the pace its GIL allows, whatever the data wait shows
+    # (the trainer waits for the lock in its step, where samples count it as running)
     gil_cores: float = 0.85
     gil_cores_max: float = 1.25
-    gil_wait_percent: float = 10.0
     gil_busy_percent: float = 50.0
-    # ... or, whatever its data wait, busy at least this share: a pipeline that never gets ahead (one
-    # ahead blocks in put), so the trainer's step waits for the GIL where samples count it as running
-    gil_saturated_busy_percent: float = 80.0
     # worker-died for a pipeline thread: gone at least this long, the trainer waiting for data, and no
     # thread of its kind in its place (an epoch's reset replaces them within a tick or two)
     thread_gone_s: float = 5.0
