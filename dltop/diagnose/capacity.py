@@ -30,6 +30,8 @@ distinct stacks, the CPU figures from their spread over the ticks; a figure's er
 input moved alone by its error changes of it, added in quadrature. The best is the largest S the
 model sees; the suggestion is the fewest N whose S is within that best's error (at least the
 ``same_pace_share`` that ``dltop bench`` allows a measurement): more would not measurably help.
+Now's pace is measured, not modelled: a best whose interval with the model's own error reaches it
+leaves the count as it is.
 Where the counts at the inputs' errors lie more than one step of ``PREFERRED_WORKERS`` apart, the
 window is too short for one answer: the count is still given, marked provisional, with how long would settle it.
 
@@ -405,11 +407,14 @@ class Capacity:
     @functools.cached_property
     def tolerance(self) -> Optional[float]:
         """How far below the best a pace still counts as the best: the best's error, at least
-        ``same_pace_share`` of it."""
+        ``same_pace_share`` of it; and where the best is not surely faster than now (its interval,
+        with the model's own error, reaches now's pace), as far as now's: the counts the model
+        compares share most of its error, but now's pace is measured, not modelled."""
         if self.central is None:
             return None
-        best, low, _ = self.interval(self.best)
-        return max(best - low, self.settings.same_pace_share * best)
+        best, low, high = self.interval(self.best)
+        tolerance = max(best - low, self.settings.same_pace_share * best)
+        return max(tolerance, best - 1) if self._with_model_error(best, low, high).low <= 1 else tolerance
 
     @functools.cached_property
     def chosen(self) -> Optional[int]:
@@ -476,7 +481,10 @@ class Capacity:
         count = self.suggested
         if count is None or self.central is None:
             return None
-        speedup, low, high = self.interval(lambda x: self.speedup_at(count, x))
+        return self._with_model_error(*self.interval(lambda x: self.speedup_at(count, x)))
+
+    def _with_model_error(self, speedup: float, low: float, high: float) -> Prediction:
+        """A pace and its inputs' interval, the model's own error (``model_error_share``) added in quadrature."""
         model = self.settings.capacity_errors * self.settings.model_error_share * speedup
         down, up = math.hypot(speedup - low, model), math.hypot(high - speedup, model)
         return Prediction(speedup, speedup - down, speedup + up)
