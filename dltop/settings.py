@@ -46,8 +46,9 @@ class Settings:
     min_error_windows: int = 8
     # the model's own error, one standard error as a share of its prediction: what its inputs' errors
     # leave out (the RMS of predicted against measured over the advice harness's 28 predictions,
-    # docs/findings.md); added to the predicted pace's interval, not to the count's tolerance
-    # (widened by it, the count moved at none of the 9 configurations the harness checked)
+    # docs/findings.md); added to the predicted pace's interval and to the best's, whose low end
+    # decides whether the count moves at all (now's pace is measured), not to the tolerance between
+    # counts (widened by it, the count moved at none of the 9 configurations the harness checked)
     model_error_share: float = 0.055
     max_autocorrelation: float = 0.95
     # the count suggested: the fewest workers whose predicted pace is within this share of the best the
@@ -76,9 +77,10 @@ class Settings:
     # gil-bound: a thread pipeline's threads and the trainer's main thread together use at least
     # this many cores (Python runs one thread of a process at a time: a core, less the GIL's hand-offs
     # and the sampling noise of /proc's tick-counted times) and at most the ceiling (beyond it their
-    # work runs outside the GIL, in parallel), the threads most of it, busy at least this share of
-    # their samples: the pipeline then runs at the pace its GIL allows, whatever the data wait shows
-    # (the trainer waits for the lock in its step, where samples count it as running)
+    # work runs outside the GIL, in parallel), the threads at least as much as the main thread and
+    # busy at least this share of their samples: the pipeline then runs at the pace its GIL allows,
+    # whatever the data wait shows (the trainer waits for the lock in its step, where samples count
+    # it as running)
     gil_cores: float = 0.85
     gil_cores_max: float = 1.25
     gil_busy_percent: float = 50.0

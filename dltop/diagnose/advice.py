@@ -218,10 +218,7 @@ def _input_bound_advice(
         detail = f"{reach}: {_more_workers_story(cap, wait, more, binding)}{_provisional(cap)}"
         replay = bench_args(loader, cap.figures, wait, cap.trainer_cpu, num_workers=more)
     else:
-        what = f"{binding} limit" if binding not in (None, "pace") else "no more are needed at this pace"
-        predicted = _predicted(cap) if threads is not None else ""  # what freeing the threads' CPUs gives
-        detail = f"{reach}; {cap.needed} {unit} would do, so more will not help ({what}).{predicted}"
-        replay = None
+        detail, replay = f"{reach}; {_no_more_story(cap, binding, threads is not None)}", None
     if more is None and reshard is None:
         parts.append(
             "make each sample cheaper" + (f", starting with {hot}" if hot else "")
@@ -230,6 +227,19 @@ def _input_bound_advice(
     span = cap.suggested_range
     unsettled = f" (provisional: any of {span[0]}-{span[1]} fits so far)" if more and span and cap.too_uncertain else ""
     return detail, "; then ".join(parts) + unsettled, change or None, replay
+
+
+def _no_more_story(cap: Capacity, binding: Optional[str], threads_cut: bool) -> str:
+    """Why no more workers are asked for: they would not help, or not surely enough to tell."""
+    unit = thread_unit(cap.loader)
+    what = f"{binding} limit" if binding not in (None, "pace") else "no more are needed at this pace"
+    predicted = _predicted(cap) if threads_cut else ""  # what freeing the threads' CPUs gives
+    best = cap.best_interval
+    if best is not None and not cap.best_surely_helps and best.speedup > 1 + cap.settings.same_pace_share:
+        return (f"more {unit} could reach {_times(best.speedup)} at best ({_times(best.low)}-{_times(best.high)}),"
+                f" too close to its pace now to be sure of a gain, so no other count is asked for"
+                f" ({what}).{predicted}")  # fmt: skip
+    return f"{cap.needed} {unit} would do, so more will not help ({what}).{predicted}"
 
 
 # what sets the best pace the model sees, as a sentence names it

@@ -30,8 +30,8 @@ distinct stacks, the CPU figures from their spread over the ticks; a figure's er
 input moved alone by its error changes of it, added in quadrature. The best is the largest S the
 model sees; the suggestion is the fewest N whose S is within that best's error (at least the
 ``same_pace_share`` that ``dltop bench`` allows a measurement): more would not measurably help.
-Now's pace is measured, not modelled: a best whose interval with the model's own error reaches it
-leaves the count as it is.
+Now's pace is measured, not modelled: where even the low end of the best's interval (with the
+model's own error) is not a pace ``dltop bench`` tells from now's, the count stays as it is.
 Where the counts at the inputs' errors lie more than one step of ``PREFERRED_WORKERS`` apart, the
 window is too short for one answer: the count is still given, marked provisional, with how long would settle it.
 
@@ -407,21 +407,34 @@ class Capacity:
     @functools.cached_property
     def tolerance(self) -> Optional[float]:
         """How far below the best a pace still counts as the best: the best's error, at least
-        ``same_pace_share`` of it; and where the best is not surely faster than now (its interval,
-        with the model's own error, reaches now's pace), as far as now's: the counts the model
-        compares share most of its error, but now's pace is measured, not modelled."""
+        ``same_pace_share`` of it."""
         if self.central is None:
             return None
-        best, low, high = self.interval(self.best)
-        tolerance = max(best - low, self.settings.same_pace_share * best)
-        return max(tolerance, best - 1) if self._with_model_error(best, low, high).low <= 1 else tolerance
+        best, low, _ = self.interval(self.best)
+        return max(best - low, self.settings.same_pace_share * best)
+
+    @functools.cached_property
+    def best_interval(self) -> Optional[Prediction]:
+        """The best and its interval: its inputs' errors and the model's own."""
+        return self._with_model_error(*self.interval(self.best)) if self.central is not None else None
+
+    @functools.cached_property
+    def best_surely_helps(self) -> bool:
+        """Even the low end of the best's interval is a pace ``dltop bench`` tells from now's (more
+        than ``same_pace_share`` faster): now's pace is measured, the best modelled, so no count
+        beyond now's is asked for otherwise. A window too short for one count is exempt: its count
+        is provisional, and a longer window narrows the error that is wide there."""
+        best = self.best_interval
+        return best is not None and (self.too_uncertain or best.low > 1 + self.settings.same_pace_share)
 
     @functools.cached_property
     def chosen(self) -> Optional[int]:
-        """The model's count, caps applied: the fewest within the error of the best."""
+        """The model's count, caps applied: the fewest within the error of the best; no more than
+        now's where the best cannot surely be told from now's pace."""
         if self.central is None or self.tolerance is None:
             return None
-        return _count(self.wanted(self.central, self.tolerance))
+        count = _count(self.wanted(self.central, self.tolerance))
+        return count if self.best_surely_helps else min(count, self.workers)
 
     @property
     def needed(self) -> Optional[int]:
@@ -446,6 +459,9 @@ class Capacity:
         if self.needed_range is None or self.chosen is None:
             return None
         low, high = min(self.needed_range[0], self.chosen), max(self.needed_range[1], self.chosen)
+        if not self.best_surely_helps:  # a live view holds no count the best cannot be told from
+            high = min(high, max(self.workers, self.chosen))
+            low = min(low, high)
         if self.chosen > self.workers:  # the model asks for more: so does the count, whatever its noise
             low = max(low, self.workers + 1)
         return low, max(low, high)

@@ -1,8 +1,8 @@
 """The GIL: a thread pipeline whose threads are CPU-bound in Python (gil-bound). Threads of one
-process run Python one at a time: when they, most of it, and the trainer's main thread together
-use about one core, the pipeline runs at the pace its GIL allows, and the trainer waits for it,
-for data in ``next()`` or for the lock in its own step, whatever its data wait shows; more threads
-only queue for the same lock. The capacity
+process run Python one at a time: when they and the trainer's main thread together use about one
+core, the threads at least as much as the main thread, the pipeline runs at the pace its GIL
+allows, and the trainer waits for it, for data in ``next()`` or for the lock in its own step,
+whatever its data wait shows; more threads only queue for the same lock. The capacity
 model reads the same judgement (``gil_load``) as a cap, so input-bound never asks for more threads
 this rule says will not help.
 
@@ -64,7 +64,7 @@ def _gil_load(window: Window, trainer_pid: int, dataset: Optional[str], settings
         return None
     main = cpu_means(window, trainer_pid)[2] or 0.0
     if threads < main:
-        return None  # the trainer's own step fills the core (its compute may run outside the GIL)
+        return None  # the trainer's own step takes most of the core (its compute may run outside the GIL)
     load = GilLoad(wait, threads, main, figures.busy, len(doers(loader.worker_threads)) or loader.num_workers)
     return load if settings.gil_cores <= load.cores <= settings.gil_cores_max else None
 

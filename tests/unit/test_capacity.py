@@ -122,18 +122,20 @@ def test_workers_idle_while_the_trainer_waits_are_no_slack_for_more_work():
     """3 workers each computing 6 ms a sample on 2 CPUs, the trainer waiting 59%: the workers' stacks
     read idle a quarter of the time (each has done the batches it was given while the trainer waits
     for an earlier one, as batches come in order), the job uses 1.86 of the CPUs. Read as slack, 3
-    workers could already run the 1.08x the CPUs allow, and the advice said more would not help;
-    measured, a 4th ran 1.06x. They deliver all the trainer gets: N workers deliver N / 3 of now.
+    workers could already run the 1.08x the CPUs allow; measured, a 4th ran 1.04x-1.07x in three
+    runs. They deliver all the trainer gets: N workers deliver N / 3 of now, and the best is the
+    CPUs' 1.08x, close enough to now's pace that the count stays (a 4th is not surely 5% faster).
     The real job's trainer waits 57 of its 59% in the tensor handshake with its busy workers: a wait
     for their GIL, which more workers free, not handling that stays."""
     window = steady(59.0, lambda tick: tick % 4 != 0, 61.0, 3.0, 2.0, 900, 250, workers=3, ticks=15)
     cap = model(window)
     assert cap.figures.busy == pytest.approx(0.73, abs=0.01) and cap.working == 1.0
     assert cap.central is not None and cap.speedup_at(3, cap.central) == pytest.approx(1.0, abs=0.01)
-    assert cap.suggested == 4 and cap.prediction is not None and abs(cap.prediction.speedup - 1.06) < 0.05
-    assert "num_workers=4" in finding(window).suggestion
+    assert cap.speedup_at(4, cap.central) == pytest.approx(1.08, abs=0.01)  # read as slack: 1.00
+    assert cap.best_interval is not None and cap.best_interval.low < 1.05 and cap.suggested == 3
+    assert "could reach 1.08x at best" in finding(window).detail
     handshake = _handled(window, 57.0, 57.4)
-    assert model(handshake).working == 1.0 and "num_workers=4" in finding(handshake).suggestion
+    assert model(handshake).working == 1.0 and "could reach 1.08x at best" in finding(handshake).detail
     # a trainer that does not wait for data has workers to spare: their idle time is slack
     assert model(steady(2.0, lambda tick: tick % 4 != 0, 61.0, 3.0, 2.0, 900, 250, workers=3)).working < 1.0
     # nor does one whose wait is its handling of batches that came (unpickling them, rebuilding their

@@ -250,7 +250,7 @@ def test_a_trainers_python_threads_cpu_is_read_from_their_own_files_and_forgotte
     finally:
         done.set()
         spinning.join(), sleeping.join()
-    # join() returns when the kernel clears the thread's id, a moment before its /proc files go
+    # join() returns a moment before the thread's /proc files go
     ended = [f"/proc/self/task/{t.native_id}" for t in (spinning, sleeping)]
     deadline = time.monotonic() + 5.0
     while any(os.path.exists(path) for path in ended) and time.monotonic() < deadline:
