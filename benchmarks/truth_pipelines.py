@@ -9,13 +9,16 @@ and worker processes (worker-<pid>.json) that really ran. Each cell checks dltop
 ``loaders[0]``: the pipeline named, its data wait within 5 points of the clock's, the worker
 threads (or, for torchdata's process workers, the worker pids) it lists, the finding it raises
 (io: input-bound naming the library's knob; cpu on threads: gil-bound; cpu on processes:
-input-bound), and the advice applied: the job rerun with nothing attached at the old and the
-suggested setting, medians of the job's own batches/s, against the gain the finding predicts.
+input-bound, naming the knob where the machine has more CPUs than workers, not where each worker
+already has one of its own), and the advice applied: the job rerun with nothing attached at the
+old and the suggested setting, medians of the job's own batches/s, against the gain the finding
+predicts.
 Fields dltop does not give yet show as "—" and fail their check.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import time
@@ -60,6 +63,12 @@ class PipeCell:
     def expected(self) -> str:
         """The finding the cell's truth calls for: a GIL-bound decode in threads is not helped by more threads."""
         return "gil-bound" if self.work == "cpu" and self.threaded else "input-bound"
+
+    @property
+    def more_help(self) -> bool:
+        """More workers can help: not where each is CPU-bound in a process of its own and they are
+        already as many as the CPUs this machine lets the job use (the kernel's affinity)."""
+        return self.work != "cpu" or len(os.sched_getaffinity(0)) > self.workers
 
     def command(self, python: str, report: Path, library: Optional[str] = None, workers: Optional[int] = None) -> list:
         return [python, str(observe.TREE["root"] / PIPELINE_JOB), "--library", library or self.library,
@@ -119,13 +128,15 @@ def _check_workers(cell: PipeCell, loader: dict, job) -> Check:
 def _check_finding(cell: PipeCell, report: dict) -> Check:
     found = finding(report, cell.expected)
     ids = ", ".join(f.get("id", "?") for f in report.get("findings") or []) or "none"
-    want = cell.expected + ("" if cell.expected == "gil-bound" else f" naming {KNOB[cell.library]}=")
+    knob = f"{KNOB[cell.library]}="
+    named = f" naming {knob}" if cell.more_help else f" not asking for more ({knob}): the CPUs are full"
+    want = cell.expected + ("" if cell.expected == "gil-bound" else named)
     if not found:
         return Check("finding", ids, want, False)
     suggestion = found.get("suggestion") or ""
     if cell.expected == "gil-bound":
         return Check("finding", f"gil-bound: {suggestion[:80] or '—'}", want, True)
-    return Check("finding", f"input-bound: {suggestion[:80] or '—'}", want, f"{KNOB[cell.library]}=" in suggestion)
+    return Check("finding", f"input-bound: {suggestion[:80] or '—'}", want, (knob in suggestion) == cell.more_help)
 
 
 def asked_change(cell: PipeCell, report: dict) -> Optional[dict]:
