@@ -425,7 +425,7 @@ class Capacity:
         beyond now's is asked for otherwise. A window too short for one count is exempt: its count
         is provisional, and a longer window narrows the error that is wide there."""
         best = self.best_interval
-        return best is not None and (self.too_uncertain or best.low > 1 + self.settings.same_pace_share)
+        return best is not None and (self.too_uncertain or self._told_from_now(best))
 
     @functools.cached_property
     def chosen(self) -> Optional[int]:
@@ -460,7 +460,7 @@ class Capacity:
             return None
         low, high = min(self.needed_range[0], self.chosen), max(self.needed_range[1], self.chosen)
         if not self.best_surely_helps:  # a live view holds no count the best cannot be told from
-            high = min(high, max(self.workers, self.chosen))
+            high = min(high, self.workers)  # chosen is no more than now's count then
             low = min(low, high)
         if self.chosen > self.workers:  # the model asks for more: so does the count, whatever its noise
             low = max(low, self.workers + 1)
@@ -499,6 +499,10 @@ class Capacity:
             return None
         return self._with_model_error(*self.interval(lambda x: self.speedup_at(count, x)))
 
+    def _told_from_now(self, prediction: Prediction) -> bool:
+        """Even its low end is a pace ``dltop bench`` tells from now's: more than ``same_pace_share`` faster."""
+        return prediction.low > 1 + self.settings.same_pace_share
+
     def _with_model_error(self, speedup: float, low: float, high: float) -> Prediction:
         """A pace and its inputs' interval, the model's own error (``model_error_share``) added in quadrature."""
         model = self.settings.capacity_errors * self.settings.model_error_share * speedup
@@ -512,7 +516,7 @@ class Capacity:
         line too, where a 25% wait that one more worker removes is 1.33x."""
         prediction, count = self.prediction, self.suggested
         return (prediction is not None and count is not None and count > self.workers
-                and prediction.low > 1 + self.settings.same_pace_share)  # fmt: skip
+                and self._told_from_now(prediction))  # fmt: skip
 
     @functools.cached_property
     def queueing_loss(self) -> Optional[float]:
